@@ -1,0 +1,33 @@
+# Every target builds .venv itself; the stamp makes a second run instant when
+# pyproject.toml has not changed.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check orchestrator workflows tests benchmarks loadtests
+	$(BIN)/ruff format --check orchestrator workflows tests benchmarks loadtests
+	$(BIN)/mypy orchestrator workflows
+
+demo: $(STAMP)
+	$(BIN)/orchestrator demo
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""DR and traffic orchestrator on Temporal."""

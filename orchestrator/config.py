@@ -1,0 +1,202 @@
+"""Settings: the environment, then a TOML file, then defaults.
+
+The Temporal client follows Temporal's own conventions through
+``temporalio.envconfig`` (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
+TEMPORAL_TLS_*, TEMPORAL_PROFILE and TOML profiles in TEMPORAL_CONFIG_FILE), so
+one worker binary connects to the dev server, a self-hosted cluster with mTLS,
+or Temporal Cloud. Everything else this project needs is read from
+``ORCHESTRATOR_*`` variables or the ``[orchestrator]`` table of the TOML file
+named by ``ORCHESTRATOR_CONFIG`` (default ``./orchestrator.toml`` when present).
+
+Invalid settings raise :class:`~orchestrator.exceptions.ConfigError`, whose one
+line names the setting; nothing starts half-configured.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from temporalio.envconfig import ClientConfigProfile
+
+from orchestrator.exceptions import ConfigError
+from orchestrator.logging import register_secret
+
+__all__ = ["DEFAULT_TASK_QUEUE", "Settings", "TemporalSettings", "load_settings"]
+
+DEFAULT_TASK_QUEUE = "orchestrator"
+DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
+DEFAULT_FLEET_URL = "http://127.0.0.1:8080"
+
+#: environment variable -> setting name, for the settings that are ours
+_ENV_NAMES: dict[str, str] = {
+    "ORCHESTRATOR_FLEET_URL": "fleet_url",
+    "ORCHESTRATOR_FLEET_TOKEN": "fleet_token",
+    "ORCHESTRATOR_FLEET_TOKEN_FILE": "fleet_token_file",
+    "ORCHESTRATOR_FLEET_VERIFY_TLS": "fleet_verify_tls",
+    "ORCHESTRATOR_FLEET_CA_FILE": "fleet_ca_file",
+    "ORCHESTRATOR_FLEET_TIMEOUT_S": "fleet_timeout_s",
+    "ORCHESTRATOR_TASK_QUEUE": "task_queue",
+    "ORCHESTRATOR_METRICS_ADDRESS": "metrics_address",
+    "ORCHESTRATOR_LOG_LEVEL": "log_level",
+    "ORCHESTRATOR_STATE_DIR": "state_dir",
+}
+_SETTING_TO_ENV = {v: k for k, v in _ENV_NAMES.items()}
+
+
+class TemporalSettings(BaseModel):
+    """How to reach Temporal; built from ``temporalio.envconfig``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    address: str = DEFAULT_TEMPORAL_ADDRESS
+    namespace: str = "default"
+    api_key: SecretStr | None = None
+    #: False, True (system roots), or the connect-time TLS config from a profile
+    tls: Any = False
+    rpc_metadata: dict[str, str] = Field(default_factory=dict)
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``temporalio.client.Client.connect``."""
+        kwargs: dict[str, Any] = {
+            "target_host": self.address,
+            "namespace": self.namespace,
+            "tls": self.tls,
+        }
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key.get_secret_value()
+        if self.rpc_metadata:
+            kwargs["rpc_metadata"] = dict(self.rpc_metadata)
+        return kwargs
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, min_length=1)
+    fleet_url: str = DEFAULT_FLEET_URL
+    fleet_token: SecretStr | None = None
+    fleet_token_file: Path | None = None
+    fleet_verify_tls: bool = True
+    fleet_ca_file: Path | None = None
+    fleet_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    #: host:port for the SDK runtime's Prometheus metrics; empty disables them
+    metrics_address: str = ""
+    log_level: str = "INFO"
+    #: where run history (task durations for stuck detection, reports) is kept
+    state_dir: Path = Path(".orchestrator")
+
+    @field_validator("fleet_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        if value:
+            _check_host_port(value)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value.upper()
+
+    def fleet_token_value(self) -> str | None:
+        """The fleet token, from the setting or the file it names."""
+        if self.fleet_token is not None:
+            return self.fleet_token.get_secret_value()
+        if self.fleet_token_file is not None:
+            try:
+                token = self.fleet_token_file.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(
+                    "ORCHESTRATOR_FLEET_TOKEN_FILE", exc.strerror or str(exc)
+                ) from exc
+            register_secret(token)
+            return token
+        return None
+
+
+def _check_host_port(value: str) -> None:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not host:port")
+
+
+def _temporal_settings(env: Mapping[str, str]) -> TemporalSettings:
+    try:
+        profile = ClientConfigProfile.load(
+            profile=env.get("TEMPORAL_PROFILE") or None,
+            override_env_vars=dict(env),
+        )
+    except Exception as exc:  # the Rust loader raises plain RuntimeError
+        raise ConfigError("TEMPORAL_CONFIG_FILE", str(exc)) from exc
+    connect = profile.to_client_connect_config()
+    address = connect.get("target_host") or DEFAULT_TEMPORAL_ADDRESS
+    try:
+        _check_host_port(address)
+    except ValueError as exc:
+        raise ConfigError("TEMPORAL_ADDRESS", str(exc)) from exc
+    api_key = connect.get("api_key")
+    if api_key:
+        register_secret(api_key)
+    return TemporalSettings(
+        address=address,
+        namespace=connect.get("namespace") or "default",
+        api_key=SecretStr(api_key) if api_key else None,
+        tls=connect.get("tls", False),
+        rpc_metadata=dict(connect.get("rpc_metadata") or {}),
+    )
+
+
+def _toml_table(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError("ORCHESTRATOR_CONFIG", f"{path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("ORCHESTRATOR_CONFIG", f"{path}: {exc}") from exc
+    table = data.get("orchestrator", {})
+    if not isinstance(table, dict):
+        raise ConfigError("ORCHESTRATOR_CONFIG", f"{path}: [orchestrator] must be a table")
+    return table
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Read settings; raise :class:`ConfigError` naming the first bad setting."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    if config_file is None and env.get("ORCHESTRATOR_CONFIG"):
+        config_file = Path(env["ORCHESTRATOR_CONFIG"])
+    elif config_file is None and Path("orchestrator.toml").is_file():
+        config_file = Path("orchestrator.toml")
+    if config_file is not None:
+        raw.update(_toml_table(config_file))
+    for var, name in _ENV_NAMES.items():
+        if env.get(var):
+            raw[name] = env[var]
+    try:
+        settings = Settings(temporal=_temporal_settings(env), **raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error["loc"] else "settings"
+        reason = error["msg"].removeprefix("Value error, ")
+        raise ConfigError(_SETTING_TO_ENV.get(name, name), reason) from None
+    except TypeError as exc:
+        raise ConfigError("ORCHESTRATOR_CONFIG", str(exc)) from None
+    if settings.fleet_token is not None:
+        register_secret(settings.fleet_token.get_secret_value())
+    return settings

@@ -1,0 +1,64 @@
+"""The port through which the orchestrator changes the world.
+
+Anything that implements :class:`Fleet` can be driven: the HTTP client for the
+versioned JSON API (which the lab serves, and which a user implements over
+Envoy weights, DNS, Kubernetes or Slurm), or another adapter.
+
+Every mutation takes an ``idempotency_key``: the same key applies once and
+returns the first answer, so a retried activity never applies a change twice.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from orchestrator.models import (
+    AuditEntry,
+    BatchJobAction,
+    ConfigChange,
+    HealthReport,
+    MutationResult,
+    RoutingTable,
+    RoutingWrite,
+    ServiceWeightChange,
+    ShardMove,
+    Topology,
+)
+
+__all__ = ["Fleet"]
+
+
+@runtime_checkable
+class Fleet(Protocol):
+    async def topology(self) -> Topology: ...
+
+    async def routing(self) -> RoutingTable: ...
+
+    async def write_routing(
+        self, write: RoutingWrite, *, if_match: int, idempotency_key: str
+    ) -> RoutingTable:
+        """Replace the routing table if its version is still ``if_match``.
+
+        Raises :class:`~orchestrator.exceptions.VersionConflict` otherwise.
+        """
+        ...
+
+    async def health(self, window_s: float | None = None) -> HealthReport: ...
+
+    async def set_service_weight(
+        self, change: ServiceWeightChange, *, idempotency_key: str
+    ) -> MutationResult: ...
+
+    async def move_shards(self, move: ShardMove, *, idempotency_key: str) -> MutationResult: ...
+
+    async def batch_job(
+        self, action: BatchJobAction, *, idempotency_key: str
+    ) -> MutationResult: ...
+
+    async def change_config(
+        self, change: ConfigChange, *, idempotency_key: str
+    ) -> MutationResult: ...
+
+    async def audit(self, since_seq: int = 0) -> list[AuditEntry]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,5 @@
+"""Shared fixtures. Plugin modules in tests/fixtures/ are listed here, one per concern."""
+
+pytest_plugins: list[str] = [
+    "tests.fixtures.temporal",
+]

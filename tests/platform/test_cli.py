@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.devserver import port_is_free
+from orchestrator.temporal import binary_path
+from tests.fixtures.ports import free_port
+
+ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
+
+
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ORCHESTRATOR, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HOME": "/nonexistent", **(env or {})},
+    )
+
+
+class TestWorkerWithoutTemporal:
+    """A worker that cannot reach Temporal prints one line naming the address and exits 2."""
+
+    def test_unreachable(self) -> None:
+        done = run("worker", env={"TEMPORAL_ADDRESS": "127.0.0.1:1"})
+        assert done.returncode == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("error: cannot reach Temporal at 127.0.0.1:1:")
+        assert "Traceback" not in done.stdout + done.stderr
+
+    def test_invalid_setting(self) -> None:
+        done = run("worker", env={"ORCHESTRATOR_FLEET_TIMEOUT_S": "zero"})
+        assert done.returncode == 2
+        assert done.stderr.strip() == (
+            "error: invalid setting ORCHESTRATOR_FLEET_TIMEOUT_S: "
+            "Input should be a valid number, unable to parse string as a number"
+        )
+
+
+class TestVersion:
+    """`version --json` is machine-readable."""
+
+    def test_json(self) -> None:
+        done = run("version", "--json")
+        assert done.returncode == 0
+        info = json.loads(done.stdout)
+        assert set(info) == {"orchestrator", "temporalio", "python"}
+
+
+class TestServer:
+    """`orchestrator server` runs the dev server with the project's search attributes."""
+
+    def test_starts_registers_attributes_and_stops_cleanly(self, tmp_path: Path) -> None:
+        port, ui_port = free_port(), free_port()
+        db = tmp_path / "temporal.db"
+        server = subprocess.Popen(
+            [
+                ORCHESTRATOR,
+                "server",
+                "--port",
+                str(port),
+                "--ui-port",
+                str(ui_port),
+                "--db-file",
+                str(db),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            listing = _wait_for_attributes(port)
+            for name in ("Region", "Runbook", "JobId", "RunKind"):
+                assert name in listing
+            # The same ports again: one clear line, exit 2.
+            again = run("server", "--port", str(port), "--ui-port", str(ui_port))
+            assert again.returncode == 2
+            assert f"port {port} on 127.0.0.1 is already in use" in again.stderr
+            assert len(again.stderr.strip().splitlines()) == 1
+        finally:
+            server.send_signal(signal.SIGINT)
+            out, err = server.communicate(timeout=30)
+        assert server.returncode == 0, err
+        assert "Traceback" not in err
+        assert db.exists()
+        assert port_is_free("127.0.0.1", port)
+
+
+def _wait_for_attributes(port: int) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done = subprocess.run(
+            [
+                binary_path("temporal"),
+                "operator",
+                "search-attribute",
+                "list",
+                "--address",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if done.returncode == 0:
+            return done.stdout
+        time.sleep(0.3)
+    pytest.fail("dev server did not answer within 30 s")
