@@ -1,0 +1,385 @@
+"""Kraken-style live load test policy: the next step, the baseline, the capacity found.
+
+Pure: every function takes the steps taken so far (the load on the target and
+every metric's reading in the window after it) and returns a pydantic model.
+Loads are in whatever unit the caller moves (rps or a traffic share); step
+sizes are fractions of ``reference_load``, normally the theoretical capacity.
+
+The adaptive policy (:func:`next_step`) extrapolates, for every metric, where
+its NOMORE threshold will be crossed from the slope measured over the steps so
+far, and closes part of that gap: large steps far from every threshold, small
+ones near it, each capped by the governing band (BOLD / MODERATE / CAUTIOUS).
+Kraken's published policy (:func:`kraken_fixed_step`) is the baseline: 15%
+steps, 1% steps once any metric is within 10% of its threshold.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from orchestrator.exceptions import InvalidInstance
+from orchestrator.models import StrictModel, Topology
+from orchestrator.policy.health_metrics import Band, MetricReading
+from orchestrator.policy.kraken_capacity import (
+    CapacityEstimate,
+    StepRecord,
+    crossing_candidates,
+    estimate_capacity,
+    metric_points,
+)
+
+__all__ = [
+    "CapacityEstimate",
+    "FixedPolicyConfig",
+    "StepAction",
+    "StepDecision",
+    "StepPolicyConfig",
+    "StepRecord",
+    "capacity_ratio",
+    "estimate_capacity",
+    "kraken_fixed_step",
+    "next_step",
+    "theoretical_capacity",
+]
+
+
+class StepAction(StrEnum):
+    INCREASE = "increase"
+    #: stay at the same load for another window
+    HOLD = "hold"
+    #: NOMORE (or nothing left to add): end the test, stepping back to the last healthy load
+    STOP = "stop"
+    #: BACKOFF: leave the target at once for the last healthy load (or the baseline)
+    RETREAT = "retreat"
+
+
+class StepDecision(StrictModel):
+    action: StepAction
+    #: the load to hold next
+    load: float = Field(ge=0)
+    band: Band
+    #: the metric that decided (the governing one, or the nearest to its threshold)
+    metric: str | None = None
+    reason: str
+    #: where the policy expects the first NOMORE crossing, when a trend is known
+    predicted_limit: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.action in (StepAction.STOP, StepAction.RETREAT)
+
+
+class _PolicyBounds(StrictModel):
+    #: the scale of step sizes (normally the theoretical capacity of the target)
+    reference_load: float = Field(gt=0)
+    #: never ask for more than this (e.g. all traffic that can be moved); None: no cap
+    max_load: float | None = Field(default=None, gt=0)
+    #: where to retreat when no step was healthy: the load the target had before the test
+    baseline_load: float = Field(default=0.0, ge=0)
+
+
+class StepPolicyConfig(_PolicyBounds):
+    """Step sizes are fractions of ``reference_load``."""
+
+    #: largest step, allowed only while every metric is BOLD
+    bold_step: float = Field(default=0.25, gt=0, le=1)
+    moderate_step: float = Field(default=0.10, gt=0, le=1)
+    cautious_step: float = Field(default=0.04, gt=0, le=1)
+    #: smallest increase; steps below it cost a window and teach little
+    min_step: float = Field(default=0.01, gt=0, le=1)
+    #: share of the predicted gap to the NOMORE threshold closed per step when trends disagree
+    aim: float = Field(default=0.6, gt=0, le=1)
+    #: share closed when every trend agrees on the crossing (scaled by their agreement)
+    confident_aim: float = Field(default=0.9, gt=0, le=1)
+    #: how close (fraction of reference) the predicted crossing must be to finish
+    resolution: float = Field(default=0.02, gt=0, le=1)
+    #: at ``resolution``: ``extrapolate`` stops below the threshold and reports the trend's
+    #: crossing; ``bracket`` steps onto it so a reading confirms the threshold
+    finish: Literal["extrapolate", "bracket"] = "extrapolate"
+    #: hold one window when the band worsens by two or more levels in one step
+    #: (useful where a new load is served cold at first, as in the lab; the simulator has no
+    #: warm-up, so it is off by default)
+    confirm_jumps: bool = False
+
+    @model_validator(mode="after")
+    def _ordered_steps(self) -> StepPolicyConfig:
+        chain = ["min_step", "cautious_step", "moderate_step", "bold_step"]
+        pairs = [*zip(chain, chain[1:], strict=False), ("aim", "confident_aim")]
+        for smaller, larger in pairs:
+            if getattr(self, smaller) > getattr(self, larger):
+                raise ValueError(
+                    f"{smaller} ({getattr(self, smaller)}) must not exceed "
+                    f"{larger} ({getattr(self, larger)})"
+                )
+        return self
+
+
+class FixedPolicyConfig(_PolicyBounds):
+    """Kraken's published policy (OSDI'16 §4)."""
+
+    big_step: float = Field(default=0.15, gt=0, le=1)
+    small_step: float = Field(default=0.01, gt=0, le=1)
+    #: relative distance to a threshold at which steps become small
+    near: float = Field(default=0.10, gt=0, lt=1)
+
+
+# --- shared decisions ----------------------------------------------------------------------
+
+
+def _check_history(history: Sequence[StepRecord]) -> StepRecord:
+    if not history:
+        raise InvalidInstance("history: at least one observed step is needed to decide")
+    return history[-1]
+
+
+def _last_healthy_load(history: Sequence[StepRecord], below: float, baseline: float) -> float:
+    loads = [s.load for s in history if s.band.healthy and s.load < below]
+    return max(loads) if loads else min(baseline, below)
+
+
+def _unhealthy_decision(
+    history: Sequence[StepRecord], bounds: _PolicyBounds
+) -> StepDecision | None:
+    """STOP at NOMORE, RETREAT at BACKOFF; None while the latest step is healthy."""
+    current = history[-1]
+    band = current.band
+    if band.healthy:
+        return None
+    governing = current.governing
+    name = governing.metric if governing else None
+    why = _describe(governing)
+    back_to = _last_healthy_load(history, current.load, bounds.baseline_load)
+    if band is Band.BACKOFF:
+        return StepDecision(
+            action=StepAction.RETREAT,
+            load=back_to,
+            band=band,
+            metric=name,
+            reason=f"BACKOFF on {why}: retreat to {back_to:g}",
+        )
+    return StepDecision(
+        action=StepAction.STOP,
+        load=back_to,
+        band=band,
+        metric=name,
+        reason=f"NOMORE on {why}: stop and step back to {back_to:g}",
+    )
+
+
+def _describe(reading: MetricReading | None) -> str:
+    if reading is None:
+        return "no metrics"
+    if reading.status != "ok":
+        return f"{reading.metric} ({reading.status.replace('_', ' ')})"
+    return f"{reading.metric}={reading.value:g} (threshold {reading.nomore_threshold:g})"
+
+
+def _capped(
+    current: StepRecord, target: float, bounds: _PolicyBounds, decision: StepDecision
+) -> StepDecision:
+    """Clamp an increase to ``max_load``; at the cap, the test ends."""
+    cap = bounds.max_load
+    if cap is None or target < cap:
+        return decision
+    if current.load >= cap:
+        return decision.model_copy(
+            update={
+                "action": StepAction.STOP,
+                "load": current.load,
+                "reason": f"max_load {cap:g} reached while healthy; capacity is at least that",
+            }
+        )
+    return decision.model_copy(
+        update={"load": cap, "reason": decision.reason + f" (capped at {cap:g})"}
+    )
+
+
+# --- the adaptive policy -------------------------------------------------------------------
+
+
+def _band_cap(band: Band, config: StepPolicyConfig) -> float:
+    return {
+        Band.BOLD: config.bold_step,
+        Band.MODERATE: config.moderate_step,
+        Band.CAUTIOUS: config.cautious_step,
+    }[band]
+
+
+class _Limit(StrictModel):
+    #: the lowest trend crossing (guards the step size)
+    load: float
+    #: the median trend crossing (decides convergence)
+    central: float
+    metric: str
+    #: how much the trends agree, 0 (widely apart) to 1 (identical)
+    agreement: float
+
+
+def _nearest_limit(history: Sequence[StepRecord]) -> _Limit | None:
+    """The lowest predicted NOMORE crossing over every metric."""
+    current = history[-1]
+    best: _Limit | None = None
+    for reading in current.readings:
+        points = metric_points(history, reading.metric)
+        candidates = crossing_candidates(points, reading.badness_threshold, up_to=current.load)
+        if not candidates:
+            continue
+        low, high = min(candidates), max(candidates)
+        gap = low - current.load
+        # Trends only confirm each other once the parabola has three points to see a bend
+        # (with two points the lines are the same fit); agreement then means a straight trend.
+        agreement = 0.0
+        if gap > 0 and len(points) >= 3 and len(candidates) >= 4:
+            agreement = 1.0 - min(1.0, (high - low) / gap)
+        if best is None or low < best.load:
+            best = _Limit(
+                load=low,
+                central=statistics.median(candidates),
+                metric=reading.metric,
+                agreement=agreement,
+            )
+    return best
+
+
+def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDecision:
+    """The next action after the latest step in ``history``.
+
+    Far from every threshold the step is the band's cap; once a trend predicts
+    where a metric crosses NOMORE, the step closes ``aim`` of the gap (up to
+    ``confident_aim`` when the trends agree). Once the median predicted crossing
+    is within ``resolution`` the test stops just below it (``finish="extrapolate"``,
+    no window over the threshold) or steps onto it (``finish="bracket"``, at most
+    one window over, so a reading confirms the threshold).
+    """
+    current = _check_history(history)
+    unhealthy = _unhealthy_decision(history, config)
+    if unhealthy is not None:
+        return unhealthy
+    band = current.band
+    governing = current.governing
+    if (
+        config.confirm_jumps
+        and len(history) >= 2
+        and band - history[-2].band >= 2
+        and history[-2].load != current.load
+    ):
+        return StepDecision(
+            action=StepAction.HOLD,
+            load=current.load,
+            band=band,
+            metric=governing.metric if governing else None,
+            reason=f"band jumped {history[-2].band.name} -> {band.name}: confirm for one window",
+        )
+
+    ref = config.reference_load
+    step = _band_cap(band, config) * ref
+    limit = _nearest_limit(history)
+    reason = f"{band.name}: step {step / ref:.1%} of reference"
+    if limit is not None:
+        gap = limit.load - current.load
+        if (
+            limit.central - current.load <= config.resolution * ref
+            and config.finish == "extrapolate"
+        ):
+            return StepDecision(
+                action=StepAction.STOP,
+                load=current.load,
+                band=band,
+                metric=limit.metric,
+                reason=(
+                    f"converged: {limit.metric} predicted to cross NOMORE at {limit.central:g}, "
+                    f"within {config.resolution:.0%} of reference above {current.load:g}"
+                ),
+                predicted_limit=limit.central,
+            )
+        if gap <= config.resolution * ref:
+            step = min(step, gap)
+            reason = f"{limit.metric} predicted to cross NOMORE at {limit.load:g}: step onto it"
+        else:
+            aim = config.aim + (config.confident_aim - config.aim) * limit.agreement
+            step = min(step, aim * gap)
+            reason = (
+                f"{band.name}; {limit.metric} predicted to cross NOMORE at {limit.load:g}: "
+                f"close {aim:.0%} of the gap"
+            )
+    step = max(step, config.min_step * ref)
+    target = current.load + step
+    decision = StepDecision(
+        action=StepAction.INCREASE,
+        load=target,
+        band=band,
+        metric=limit.metric if limit else (governing.metric if governing else None),
+        reason=reason,
+        predicted_limit=limit.load if limit else None,
+    )
+    return _capped(current, target, config, decision)
+
+
+# --- Kraken's fixed policy (baseline) ------------------------------------------------------
+
+
+def kraken_fixed_step(history: Sequence[StepRecord], config: FixedPolicyConfig) -> StepDecision:
+    """Kraken's policy: ``big_step`` until any metric is within ``near`` of its threshold,
+    then ``small_step``; stop at NOMORE, retreat at BACKOFF."""
+    current = _check_history(history)
+    unhealthy = _unhealthy_decision(history, config)
+    if unhealthy is not None:
+        return unhealthy
+    near = [r for r in current.readings if r.headroom is not None and r.headroom <= config.near]
+    fraction = config.small_step if near else config.big_step
+    closest = min(near, key=lambda r: r.headroom or 0.0) if near else current.governing
+    target = current.load + fraction * config.reference_load
+    decision = StepDecision(
+        action=StepAction.INCREASE,
+        load=target,
+        band=current.band,
+        metric=closest.metric if closest else None,
+        reason=(
+            f"{closest.metric if closest else 'a metric'} within {config.near:.0%} of its "
+            f"threshold: {fraction:.0%} step"
+            if near
+            else f"every metric more than {config.near:.0%} from its threshold: {fraction:.0%} step"
+        ),
+    )
+    return _capped(current, target, config, decision)
+
+
+# --- theoretical capacity ------------------------------------------------------------------
+
+
+def theoretical_capacity(topology: Topology, region: str, service: str | None = None) -> float:
+    """The capacity the topology promises: ``capacity_rps`` of the service in the region.
+
+    Without ``service`` the region must list exactly one service capacity.
+    """
+    try:
+        entry = topology.region(region)
+    except KeyError:
+        raise InvalidInstance(
+            f"region: {region!r} is not in the topology ({topology.region_names})"
+        ) from None
+    capacities = entry.capacity_rps
+    if service is None:
+        if len(capacities) != 1:
+            raise InvalidInstance(
+                f"service: region {region!r} lists {len(capacities)} service capacities "
+                f"({sorted(capacities)}); name the service"
+            )
+        return next(iter(capacities.values()))
+    if service not in capacities:
+        raise InvalidInstance(
+            f"service: region {region!r} has no capacity_rps for {service!r} ({sorted(capacities)})"
+        )
+    return capacities[service]
+
+
+def capacity_ratio(estimate: float, theoretical: float) -> float:
+    """The estimate as a share of the theoretical capacity (Kraken's headline number)."""
+    if theoretical <= 0:
+        raise InvalidInstance(f"theoretical: capacity must be positive, got {theoretical}")
+    return estimate / theoretical
