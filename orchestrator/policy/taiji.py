@@ -1,0 +1,313 @@
+"""Taiji-style traffic rebalancing: PoP demand in, a damped routing table out.
+
+``solve(instance) -> SolverResult`` is pure (no I/O, no clock) and deterministic.
+
+Method, and why
+---------------
+Taiji's objectives are lexicographic: first the lowest maximum predicted
+utilization, then the lowest ``sum x' * t_e * RTT^2``. Every constraint is
+linear in the new fractions ``x'`` (the load model ``u'_d = u_d * L'_d / L_d``
+is linear in load), so both stages are linear programs and we solve them
+exactly with HiGHS instead of Taiji's "best single move" local search, which
+only approaches the optimum in discrete steps and took 2.81 s at Meta's scale.
+
+1. *min max utilization* (``taiji_lp.min_max_utilization``): PoPs that may use
+   the same regions are interchangeable for this question, so they are merged;
+   without RTT limits the LP is regions-sized whatever the number of PoPs.
+2. *min latency* (``taiji_lp.min_latency``): a sparse transportation LP over
+   the allowed (PoP, region) pairs with every region capped at the stage-1
+   optimum plus 1e-9 relative (looser only if HiGHS needs it), built with ``scipy.sparse``.
+
+Two stages rather than one weighted LP because a weight is either too small
+(latency bleeds into the max) or so large it hurts HiGHS's tolerances; the
+benchmark compares both (benchmarks/taiji.py).
+
+Dampening (Taiji: aim for 80 % of the target, skip shifts under 1 %) cannot be
+a blind blend, because the *current* table may itself break a constraint (a
+region was just drained, an RTT limit tightened, a region is over target). So:
+
+- a PoP whose current split breaks a per-PoP constraint moves all the way;
+- the others move ``damping`` of the way; if that leaves some region over its
+  cap (possible only when the current table overloads it), every damped PoP
+  moves further by the least common amount that fixes all caps, found in
+  closed form because each cap is linear in that amount;
+- a PoP moving less than ``min_shift`` keeps its split, unless that would break
+  a region cap, in which case the PoPs that matter most to it move after all.
+
+Finally :func:`check` re-verifies every invariant from the instance alone; a
+table that fails it is never returned. Infeasible instances raise
+:class:`~orchestrator.exceptions.Infeasible` naming the binding constraint (see
+``taiji_feasibility``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.exceptions import PolicyError
+from orchestrator.models import RegionStatus
+from orchestrator.policy.buckets import assign_buckets, churn, min_churn
+from orchestrator.policy.taiji_feasibility import aggregate_check, diagnose_rtt, precheck, rtt_rows
+from orchestrator.policy.taiji_lp import (
+    Array,
+    Compiled,
+    Mask,
+    compile_instance,
+    min_latency,
+    min_max_utilization,
+)
+from orchestrator.policy.taiji_model import (
+    Constraints,
+    PopInput,
+    PopOutcome,
+    RegionInput,
+    RegionOutcome,
+    SolverInstance,
+    SolverResult,
+)
+
+__all__ = [
+    "Constraints",
+    "PopInput",
+    "RegionInput",
+    "SolverInstance",
+    "SolverResult",
+    "check",
+    "fraction_violations",
+    "solve",
+    "violations",
+]
+
+#: Tolerance of :func:`check` on fractions and utilizations.
+CHECK_TOL = 1e-6
+#: Loads are compared to caps with this slack (relative to total demand).
+LOAD_TOL = 1e-9
+
+
+def solve(instance: SolverInstance) -> SolverResult:
+    """The new routing table for one epoch; raises ``Infeasible`` when none exists."""
+    c = compile_instance(instance)
+    precheck(c, instance)
+    aggregate_check(c, instance)
+    rtt_rows(c, instance)
+    caps = c.load_caps()
+    u_star = min_max_utilization(c, caps)
+    if u_star is None:
+        raise diagnose_rtt(c, caps)
+    optimum = None
+    for slack in (1e-9, 1e-6, 1e-4):
+        optimum = min_latency(c, caps, u_star + slack * max(1.0, abs(u_star)))
+        if optimum is not None:
+            break
+    if optimum is None:
+        raise PolicyError("HiGHS found no latency-optimal table although stage 1 found one")
+    _place_idle_pops(c, optimum)
+    table, skipped = _dampen(c, instance.constraints, optimum, caps)
+    result = _result(instance, c, table, skipped, u_star)
+    problems = violations(instance, result)
+    if problems:
+        raise PolicyError("the solver's table breaks an invariant: " + "; ".join(problems[:3]))
+    return result
+
+
+def _row_ok(c: Compiled) -> Mask:
+    """PoPs whose current split meets every per-PoP constraint (status, RTT limit)."""
+    off_status = (c.x > 0) & ~c.active[None, :]
+    too_far = (c.x > c.floor + CHECK_TOL) & ~c.within
+    return np.asarray(~(off_status | too_far).any(axis=1), dtype=bool)
+
+
+def _place_idle_pops(c: Compiled, table: Array) -> None:
+    """PoPs the LP left out: no demand, or nothing movable. Their split moves no load."""
+    placed = table.sum(axis=1)
+    ok = _row_ok(c)
+    for i in np.nonzero(placed < 1.0 - 1e-12)[0]:
+        if ok[i]:
+            table[i] = c.x[i]
+            continue
+        rest = 1.0 - placed[i]
+        options = np.nonzero(c.allowed[i])[0]
+        if len(options) == 0:
+            # Only floors are left (precheck refused a movable share with nowhere to go).
+            table[i] = c.floor[i] / max(float(c.floor[i].sum()), 1e-300)
+            continue
+        nearest = options[np.argmin(c.rtt[i, options])]
+        table[i, nearest] += rest
+
+
+def _dampen(c: Compiled, cons: Constraints, optimum: Array, caps: Array) -> tuple[Array, Mask]:
+    ok = _row_ok(c)
+    step = optimum - c.x
+    tol = LOAD_TOL * max(c.total, 1e-300)
+    beta = np.where(ok, cons.damping, 1.0)
+    loads = c.t @ (c.x + beta[:, None] * step)
+    over = c.active & (loads > caps + tol)
+    if over.any():
+        full = c.t @ optimum
+        # caps hold at full (the optimum) and fail at beta; each is linear in gamma.
+        drop = loads[over] - full[over]
+        excess = loads[over] - caps[over]
+        ratio = np.divide(excess, drop, out=np.full(len(drop), np.inf), where=drop > 0)
+        gamma = min(1.0, float(ratio.max()) * (1 + 1e-9) + 1e-12)
+        beta = np.where(ok, cons.damping + gamma * (1 - cons.damping), 1.0)
+    damped = c.x + beta[:, None] * step
+    moved = 0.5 * np.abs(damped - c.x).sum(axis=1)
+    skipped = ok & (moved > 0) & (moved < cons.min_shift)
+    table = np.where(skipped[:, None], c.x, damped)
+    for _ in range(len(c.regions) + 1):
+        loads = c.t @ table
+        over_idx = np.nonzero(c.active & (loads > caps + tol))[0]
+        if len(over_idx) == 0:
+            break
+        d = int(over_idx[0])
+        # Un-skip the PoPs whose kept split loads region d most, until it fits.
+        relief = c.t * (table[:, d] - damped[:, d])
+        order = [i for i in np.argsort(-relief) if skipped[i] and relief[i] > 0]
+        excess = loads[d] - caps[d]
+        for i in order:
+            table[i] = damped[i]
+            skipped[i] = False
+            excess -= relief[i]
+            if excess <= tol:
+                break
+    return table, skipped
+
+
+def _latency(c: Compiled, table: Array) -> float:
+    return float((c.t[:, None] * table * c.rtt**2).sum())
+
+
+def _result(
+    instance: SolverInstance, c: Compiled, table: Array, skipped: Mask, u_star: float
+) -> SolverResult:
+    total = c.total
+    before, after = c.predicted(c.x), c.predicted(table)
+    util_caps = np.minimum(c.target_cap, c.ramp_cap)
+    share_before = c.t @ c.x / total if total > 0 else np.zeros(len(c.regions))
+    share_after = c.t @ table / total if total > 0 else np.zeros(len(c.regions))
+    regions = [
+        RegionOutcome(
+            name=r.name,
+            status=r.status,
+            utilization_before=r.utilization,
+            utilization_after=float(after[j]),
+            utilization_cap=float(util_caps[j]) if r.status is RegionStatus.ACTIVE else 0.0,
+            share_before=float(share_before[j]),
+            share_after=float(share_after[j]),
+        )
+        for j, r in enumerate(instance.regions)
+    ]
+    pops: list[PopOutcome] = []
+    fractions: dict[str, dict[str, float]] = {}
+    churn_total = min_total = 0
+    with_buckets = False
+    moved = 0.5 * np.abs(table - c.x).sum(axis=1)
+    for i, pop in enumerate(instance.pops):
+        row = {c.regions[j]: float(table[i, j]) for j in np.nonzero(table[i] > 0)[0]}
+        fractions[pop.name] = row
+        outcome = PopOutcome(
+            name=pop.name, fractions=row, moved=float(moved[i]), skipped=bool(skipped[i])
+        )
+        if pop.buckets is not None:
+            with_buckets = True
+            new = assign_buckets(row, len(pop.buckets), pop.buckets)
+            outcome.buckets = new
+            outcome.churn = churn(pop.buckets, new)
+            outcome.min_churn = min_churn(pop.buckets, row)
+            churn_total += outcome.churn
+            min_total += outcome.min_churn
+        pops.append(outcome)
+    active_after = after[c.active]
+    return SolverResult(
+        fractions=fractions,
+        regions=regions,
+        pops=pops,
+        optimal_max_utilization=u_star,
+        max_utilization=float(active_after.max()),
+        max_utilization_before=float(before[c.active].max()),
+        latency_cost=_latency(c, table),
+        latency_cost_before=_latency(c, c.x),
+        traffic_moved=float(c.t @ moved),
+        traffic_moved_share=float(c.t @ moved / total) if total > 0 else 0.0,
+        skipped_pops=[c.pops[i] for i in np.nonzero(skipped)[0]],
+        churn=churn_total if with_buckets else None,
+        min_churn=min_total if with_buckets else None,
+    )
+
+
+def violations(instance: SolverInstance, result: SolverResult) -> list[str]:
+    """Every invariant ``result`` breaks for ``instance``, recomputed from the instance alone.
+
+    Checks: every PoP present with shares in [0, 1] summing to 1; regions that
+    are not active at 0 and at least one active region serving; sticky floors
+    kept; nothing new beyond an RTT limit; predicted utilization within the
+    target (scaled by any capacity fraction) and the per-epoch ramp; shares
+    within their caps; buckets, when present, the right length and only on
+    regions with traffic.
+    """
+    problems = fraction_violations(instance, result.fractions)
+    outcomes = {o.name: o for o in result.pops}
+    for pop in instance.pops:
+        outcome = outcomes.get(pop.name)
+        if outcome is None or outcome.buckets is None or pop.buckets is None:
+            continue
+        if len(outcome.buckets) != len(pop.buckets):
+            problems.append(
+                f"buckets.{pop.name}: {len(outcome.buckets)} buckets, not {len(pop.buckets)}"
+            )
+        served = {r for r, s in result.fractions[pop.name].items() if s > 0}
+        stray = sorted(set(outcome.buckets) - served)
+        if stray:
+            problems.append(f"buckets.{pop.name}: buckets on {stray[0]}, which gets no share")
+    return problems
+
+
+def fraction_violations(
+    instance: SolverInstance, fractions: dict[str, dict[str, float]]
+) -> list[str]:
+    """Every invariant a ``pop -> region -> fraction`` table breaks for ``instance``."""
+    c = compile_instance(instance)
+    col = {name: j for j, name in enumerate(c.regions)}
+    problems: list[str] = []
+    table = np.zeros_like(c.x)
+    if set(fractions) != set(c.pops):
+        missing = sorted(set(c.pops) ^ set(fractions))
+        return [f"fractions: PoPs {missing[:3]} missing or unknown"]
+    for row, name in enumerate(c.pops):
+        for region, share in fractions[name].items():
+            if region not in col:
+                problems.append(f"fractions.{name}: unknown region {region}")
+                continue
+            if not -CHECK_TOL <= share <= 1 + CHECK_TOL:
+                problems.append(f"fractions.{name}.{region}: {share} outside [0, 1]")
+            table[row, col[region]] = share
+    sums = table.sum(axis=1)
+    for i in np.nonzero(np.abs(sums - 1.0) > CHECK_TOL)[0]:
+        problems.append(f"fractions.{c.pops[i]}: sums to {sums[i]:.9f}")
+    for i, j in zip(*np.nonzero((table > CHECK_TOL) & ~c.active[None, :]), strict=True):
+        problems.append(f"fractions.{c.pops[i]}.{c.regions[j]}: region is not active")
+    if not (table[:, c.active] > CHECK_TOL).any():
+        problems.append("fractions: no active region serves any traffic")
+    for i, j in zip(*np.nonzero(table < c.floor - CHECK_TOL), strict=True):
+        problems.append(f"fractions.{c.pops[i]}.{c.regions[j]}: below its sticky floor")
+    far = (table > c.floor + CHECK_TOL) & ~c.within
+    for i, j in zip(*np.nonzero(far), strict=True):
+        problems.append(f"fractions.{c.pops[i]}.{c.regions[j]}: beyond the RTT limit")
+    util = c.predicted(table)
+    for j in np.nonzero(c.active & (util > c.target_cap + CHECK_TOL))[0]:
+        problems.append(f"utilization.{c.regions[j]}: {util[j]:.6f} over {c.target_cap[j]:.6f}")
+    for j in np.nonzero(c.active & (util > c.ramp_cap + CHECK_TOL))[0]:
+        problems.append(f"ramp.{c.regions[j]}: {util[j]:.6f} rises above {c.ramp_cap[j]:.6f}")
+    if c.total > 0:
+        shares = c.t @ table / c.total
+        for j in np.nonzero(shares > c.share_cap + CHECK_TOL)[0]:
+            problems.append(f"max_share.{c.regions[j]}: {shares[j]:.6f} over {c.share_cap[j]}")
+    return problems
+
+
+def check(instance: SolverInstance, result: SolverResult) -> None:
+    """Raise ``PolicyError`` listing what ``result`` breaks; the last gate before publishing."""
+    problems = violations(instance, result)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise PolicyError("invariant broken: " + "; ".join(problems[:5]) + more)
