@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio.client import Client
+
 from orchestrator.config import Settings
 from orchestrator.fleet.protocol import Fleet
 
@@ -20,16 +22,42 @@ class ActivityContext:
 
     settings: Settings
     fleet: Fleet
+    client: Client
 
 
 def workflows() -> list[type]:
     from workflows.fleet_snapshot import FleetSnapshotWorkflow
+    from workflows.rebalancer import TrafficRebalanceWorkflow
+    from workflows.runbook import RunbookWorkflow
 
-    return [FleetSnapshotWorkflow]
+    return [FleetSnapshotWorkflow, TrafficRebalanceWorkflow, RunbookWorkflow]
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.fleet_reads import FleetReadActivities
+    from orchestrator.activities.overrides import OverrideActivities
+    from orchestrator.activities.rebalance import RebalanceActivities
+    from orchestrator.activities.runbook import RunbookActivities
 
     reads = FleetReadActivities(ctx.fleet)
-    return [reads.read_topology, reads.read_routing, reads.read_health]
+    rebalance = RebalanceActivities(ctx.fleet)
+    overrides = OverrideActivities(ctx.client)
+    runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
+    return [
+        reads.read_topology,
+        reads.read_routing,
+        reads.read_health,
+        rebalance.plan_epoch,
+        rebalance.publish,
+        overrides.request,
+        overrides.release,
+        overrides.status,
+        runbook.check,
+        runbook.read_weight,
+        runbook.set_weight,
+        runbook.shift_shards,
+        runbook.update_jobs,
+        runbook.change_config,
+        runbook.notify,
+        runbook.durations,
+    ]

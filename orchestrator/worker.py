@@ -37,7 +37,7 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 
 
 def build_worker(client: Client, settings: Settings, fleet: Fleet) -> Worker:
-    ctx = registry.ActivityContext(settings=settings, fleet=fleet)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
     return Worker(
         client,
         task_queue=settings.task_queue,

@@ -1,0 +1,108 @@
+"""The rebalancer's two touches of the world: plan an epoch, publish its table.
+
+Planning reads the fleet and solves in one activity so that the (possibly
+large) topology and health never enter workflow history; only the slim plan
+does. Publishing carries an idempotency key derived from the epoch number, so
+a retried publish is answered from the fleet's record instead of applied again.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+from orchestrator.activities.errors import reported
+from orchestrator.exceptions import PolicyError, VersionConflict
+from orchestrator.fleet.protocol import Fleet
+from orchestrator.logging import get_logger
+from orchestrator.models import RoutingWrite
+from orchestrator.policy.rebalance_inputs import FleetView, Override, SkipEpoch, build_instance
+from orchestrator.policy.taiji import check, solve
+from orchestrator.policy.taiji_model import Constraints, SolverResult
+
+__all__ = ["EpochPlan", "PlanEpochInput", "PublishInput", "PublishResult", "RebalanceActivities"]
+
+log = get_logger(__name__)
+
+
+class PlanEpochInput(BaseModel):
+    overrides: list[Override] = Field(default_factory=list)
+    constraints: Constraints = Field(default_factory=Constraints)
+    service: str = "web"
+    window_s: float | None = None
+    #: an operator override is waiting: apply it in full this epoch, no ramp or dampening
+    urgent: bool = False
+
+
+class EpochPlan(BaseModel):
+    routing_version: int
+    skip_reason: str | None = None
+    view: FleetView | None = None
+    #: the checked solution, without per-PoP bucket lists (the fleet derives them)
+    result: SolverResult | None = None
+
+    @property
+    def publishable(self) -> bool:
+        return self.skip_reason is None and self.result is not None
+
+
+class PublishInput(BaseModel):
+    fractions: dict[str, dict[str, float]]
+    if_match: int
+    idempotency_key: str
+    reason: str = ""
+
+
+class PublishResult(BaseModel):
+    version: int | None = None
+    #: someone else changed the table since it was read: nothing was written
+    conflict: bool = False
+
+
+def urgent_constraints(constraints: Constraints) -> Constraints:
+    """An override is the operator's decision: apply it at once, not in ramps."""
+    return constraints.model_copy(
+        update={"max_utilization_increase": 10.0, "damping": 1.0, "min_shift": 0.0}
+    )
+
+
+class RebalanceActivities:
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    @activity.defn(name="plan_rebalance_epoch")
+    @reported
+    async def plan_epoch(self, inp: PlanEpochInput) -> EpochPlan:
+        topology = await self._fleet.topology()
+        routing = await self._fleet.routing()
+        health = await self._fleet.health(inp.window_s)
+        constraints = urgent_constraints(inp.constraints) if inp.urgent else inp.constraints
+        try:
+            instance, view = build_instance(
+                topology, routing, health, inp.overrides, constraints, inp.service
+            )
+        except SkipEpoch as skip:
+            return EpochPlan(routing_version=routing.version, skip_reason=skip.reason)
+        try:
+            result = solve(instance)
+            check(instance, result)
+        except PolicyError as exc:
+            log.warning("epoch infeasible", reason=str(exc))
+            return EpochPlan(routing_version=routing.version, skip_reason=str(exc), view=view)
+        slim = result.model_copy(
+            update={"pops": [p.model_copy(update={"buckets": None}) for p in result.pops]}
+        )
+        return EpochPlan(routing_version=routing.version, view=view, result=slim)
+
+    @activity.defn(name="publish_routing")
+    @reported
+    async def publish(self, inp: PublishInput) -> PublishResult:
+        try:
+            table = await self._fleet.write_routing(
+                RoutingWrite(fractions=inp.fractions, reason=inp.reason),
+                if_match=inp.if_match,
+                idempotency_key=inp.idempotency_key,
+            )
+        except VersionConflict:
+            return PublishResult(conflict=True)
+        return PublishResult(version=table.version)

@@ -1,0 +1,1 @@
+"""Workflow contracts: the inputs, updates, queries and results that starters, workflows and activities share."""

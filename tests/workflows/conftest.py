@@ -1,0 +1,56 @@
+"""A lab fleet and a worker wired to it, for workflow tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from orchestrator import registry
+from orchestrator.config import Settings
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.config import load_config
+from orchestrator.lab.server import LabThread, build_app
+from tests.fixtures.temporal import new_worker
+
+
+@dataclass
+class Stack:
+    client: Client
+    fleet: HttpFleet
+    lab_url: str
+    task_queue: str
+    settings: Settings
+
+
+def lab_config(**changes: Any) -> Any:
+    return load_config(None).model_copy(update=changes)
+
+
+@pytest.fixture
+def model_lab() -> Iterator[LabThread]:
+    """The default lab in model mode, routed to the nearest region (so it starts unbalanced)."""
+    with LabThread(build_app(lab_config(initial_routing="nearest"), mode="model")) as lab:
+        yield lab
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stack(
+    dev_env: WorkflowEnvironment, model_lab: LabThread, tmp_path: Any
+) -> AsyncIterator[Stack]:
+    """A worker on a fresh task queue running every workflow and activity against ``model_lab``."""
+    fleet = HttpFleet(model_lab.url)
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    settings = Settings(task_queue=queue, fleet_url=model_lab.url, state_dir=tmp_path)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
+    worker: Worker = new_worker(dev_env.client, registry.activities(ctx), task_queue=queue)
+    async with worker:
+        yield Stack(dev_env.client, fleet, model_lab.url, queue, settings)
+    await fleet.aclose()

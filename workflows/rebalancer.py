@@ -1,0 +1,316 @@
+"""TrafficRebalanceWorkflow: the only writer of the routing table (Taiji's runtime).
+
+Every epoch: read demand, capacity, utilization and RTT; skip, saying why,
+when the inputs cannot be trusted; solve; check the invariants; publish with
+If-Match and an idempotency key; keep the last good table. Drains and load
+tests do not write routing themselves: they ask for an override through an
+Update, whose validator refuses a request that would leave the rest of the
+fleet unable to carry the load or that collides with another owner's hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.rebalance import (
+        EpochPlan,
+        PlanEpochInput,
+        PublishInput,
+        RebalanceActivities,
+    )
+    from orchestrator.contracts.rebalancer import (
+        KEPT_EPOCHS,
+        ClearOverrideInput,
+        EpochRecord,
+        OverrideApplied,
+        PauseInput,
+        RebalancerInput,
+        RebalancerState,
+        RebalancerStatus,
+        ResumeInput,
+        SetOverrideInput,
+    )
+    from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
+    from orchestrator.policy.rebalance_inputs import Override, override_refusal
+    from orchestrator.temporal import RUN_KIND
+
+__all__ = ["TrafficRebalanceWorkflow"]
+
+ACTIVITY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=15),
+    maximum_attempts=10,
+    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+)
+
+
+@workflow.defn
+class TrafficRebalanceWorkflow:
+    @workflow.init
+    def __init__(self, inp: RebalancerInput) -> None:
+        self.inp = inp
+        self.state = inp.state
+        self.wake = False
+        # Override changes are numbered; an epoch settles every change made before it began.
+        self.changes = 0
+        self.settled = 0
+        self.failed: dict[int, str] = {}
+
+    @workflow.run
+    async def run(self, inp: RebalancerInput) -> None:
+        workflow.upsert_search_attributes([RUN_KIND.value_set("rebalance")])
+        first = self.state.epoch == 0
+        for _ in range(inp.epochs_per_run):
+            if workflow.info().is_continue_as_new_suggested():
+                break
+            if not first:
+                await self._sleep_until_next_epoch()
+            first = False
+            if self.state.paused_by is None:
+                await self._epoch()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(inp.model_copy(update={"state": self.state}))
+
+    async def _sleep_until_next_epoch(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self.wake, timeout=timedelta(seconds=self.inp.epoch_s)
+            )
+        self.wake = False
+
+    async def _epoch(self) -> None:
+        changes = self.changes
+        urgent = changes > self.settled
+        plan: EpochPlan = await workflow.execute_activity_method(
+            RebalanceActivities.plan_epoch,
+            PlanEpochInput(
+                overrides=list(self.state.overrides.values()),
+                constraints=self.inp.constraints,
+                service=self.inp.service,
+                window_s=self.inp.window_s,
+                urgent=urgent,
+            ),
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=ACTIVITY_RETRY,
+        )
+        self.state.epoch += 1
+        epoch = self.state.epoch
+        if plan.view is not None:
+            self.state.view = plan.view
+        result = plan.result
+        if result is None or plan.skip_reason is not None:
+            self._record(
+                EpochRecord(
+                    epoch=epoch,
+                    at=workflow.now(),
+                    outcome="skipped",
+                    reason=plan.skip_reason or "",
+                    urgent=urgent,
+                )
+            )
+            self._settle(changes, failure=plan.skip_reason if urgent else None)
+            return
+        record = EpochRecord(
+            epoch=epoch,
+            at=workflow.now(),
+            outcome="unchanged",
+            max_utilization_before=result.max_utilization_before,
+            max_utilization_after=result.max_utilization,
+            utilization_spread_before=_spread(
+                [r.utilization_before for r in result.regions if r.status == "active"]
+            ),
+            traffic_moved_share=result.traffic_moved_share,
+            churn=result.churn,
+            urgent=urgent,
+        )
+        if result.traffic_moved_share > 0 or urgent:
+            published = await workflow.execute_activity_method(
+                RebalanceActivities.publish,
+                PublishInput(
+                    fractions=result.fractions,
+                    if_match=plan.routing_version,
+                    idempotency_key=f"{workflow.info().workflow_id}/epoch-{epoch}",
+                    reason=f"rebalancer epoch {epoch}" + (" (override)" if urgent else ""),
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=ACTIVITY_RETRY,
+            )
+            if published.conflict:
+                # Someone else wrote the table since we read it: re-read at once.
+                self._record(
+                    record.model_copy(
+                        update={"outcome": "conflict", "reason": "routing changed since read"}
+                    )
+                )
+                self.wake = True
+                return
+            record.outcome, record.version = "published", published.version
+            self.state.last_good_version = published.version
+        else:
+            record.version = plan.routing_version
+            self.state.last_good_version = plan.routing_version
+        self.state.fractions = result.fractions
+        self.state.utilization = {r.name: r.utilization_after for r in result.regions}
+        self.state.shares = {r.name: r.share_after for r in result.regions}
+        self._record(record)
+        self._settle(changes)
+
+    def _record(self, record: EpochRecord) -> None:
+        self.state.epochs = [*self.state.epochs, record][-KEPT_EPOCHS:]
+        workflow.logger.info("epoch %s %s %s", record.epoch, record.outcome, record.reason)
+
+    def _settle(self, changes: int, failure: str | None = None) -> None:
+        if failure is not None:
+            for change in range(self.settled + 1, changes + 1):
+                self.failed[change] = failure
+        self.settled = max(self.settled, changes)
+
+    async def _await_applied(self, change: int, region: str) -> OverrideApplied:
+        await workflow.wait_condition(lambda: self.settled >= change)
+        if change in self.failed:
+            raise ApplicationError(
+                f"override on {region} could not be applied: {self.failed.pop(change)}",
+                type="Infeasible",
+                non_retryable=True,
+            )
+        return OverrideApplied(
+            epoch=self.state.epoch,
+            version=self.state.last_good_version,
+            region_share=self.state.shares.get(region),
+        )
+
+    # --- overrides ---------------------------------------------------------
+
+    @workflow.update
+    async def set_override(self, inp: SetOverrideInput) -> OverrideApplied:
+        override = _override(inp, workflow.now())
+        previous = self.state.overrides.get(inp.region)
+        self.state.overrides[inp.region] = override
+        self.changes += 1
+        change, self.wake = self.changes, True
+        if not inp.wait_applied:
+            return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
+        try:
+            return await self._await_applied(change, inp.region)
+        except ApplicationError:
+            # Nothing half-applied: an override the fleet cannot honour is withdrawn.
+            if previous is None:
+                self.state.overrides.pop(inp.region, None)
+            else:
+                self.state.overrides[inp.region] = previous
+            raise
+
+    @set_override.validator
+    def _validate_set_override(self, inp: SetOverrideInput) -> None:
+        if self.state.paused_by is not None:
+            raise ApplicationError(
+                f"rebalancer paused by {self.state.paused_by}", type="UnsafeRequest"
+            )
+        override = _override(inp, None)
+        held = self.state.overrides.get(inp.region)
+        if held is not None and held.owner != inp.owner:
+            raise ApplicationError(
+                f"region {inp.region} is held by {held.owner} ({held.reason})",
+                type="OverrideConflict",
+            )
+        if self.state.view is None:
+            raise ApplicationError(
+                "no trusted view of the fleet yet; retry after the first epoch",
+                type="UnsafeRequest",
+            )
+        refusal = override_refusal(
+            self.state.view,
+            list(self.state.overrides.values()),
+            override,
+            self.inp.constraints.target_utilization,
+        )
+        if refusal is not None:
+            raise ApplicationError(
+                f"override on {inp.region} refused: {refusal}", type="UnsafeRequest"
+            )
+
+    @workflow.update
+    async def clear_override(self, inp: ClearOverrideInput) -> OverrideApplied:
+        if self.state.overrides.pop(inp.region, None) is None:
+            return OverrideApplied(
+                epoch=self.state.epoch,
+                version=self.state.last_good_version,
+                region_share=self.state.shares.get(inp.region),
+            )
+        self.changes += 1
+        change, self.wake = self.changes, True
+        if not inp.wait_applied:
+            return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
+        return await self._await_applied(change, inp.region)
+
+    @clear_override.validator
+    def _validate_clear_override(self, inp: ClearOverrideInput) -> None:
+        held = self.state.overrides.get(inp.region)
+        if held is not None and held.owner != inp.owner:
+            raise ApplicationError(
+                f"region {inp.region} is held by {held.owner}, not {inp.owner}",
+                type="OverrideConflict",
+            )
+
+    # --- operator controls -------------------------------------------------
+
+    @workflow.update
+    def pause(self, inp: PauseInput) -> RebalancerStatus:
+        self.state.paused_by, self.state.pause_reason = inp.by, inp.reason
+        return self.status()
+
+    @workflow.update
+    def resume(self, inp: ResumeInput) -> RebalancerStatus:
+        self.state.paused_by, self.state.pause_reason = None, ""
+        self.wake = True
+        return self.status()
+
+    @workflow.query
+    def status(self) -> RebalancerStatus:
+        return RebalancerStatus(
+            epoch=self.state.epoch,
+            paused_by=self.state.paused_by,
+            pause_reason=self.state.pause_reason,
+            last_good_version=self.state.last_good_version,
+            overrides=list(self.state.overrides.values()),
+            utilization=self.state.utilization,
+            shares=self.state.shares,
+            fractions=self.state.fractions,
+            epochs=self.state.epochs,
+            capacity_shares=_capacity_shares(self.state),
+        )
+
+
+def _override(inp: SetOverrideInput, now: datetime | None) -> Override:
+    try:
+        return Override(
+            region=inp.region,
+            owner=inp.owner,
+            reason=inp.reason,
+            max_share=inp.max_share,
+            pin_share=inp.pin_share,
+            capacity_fraction=inp.capacity_fraction,
+            set_at=now,
+        )
+    except ValueError as exc:
+        raise ApplicationError(
+            f"invalid override: {exc}", type="InvalidRequest", non_retryable=True
+        ) from None
+
+
+def _capacity_shares(state: RebalancerState) -> dict[str, float]:
+    if state.view is None:
+        return {}
+    active = [r for r in state.view.regions if r.status == "active"]
+    total = sum(r.capacity for r in active)
+    return {r.name: r.capacity / total for r in active} if total > 0 else {}
+
+
+def _spread(values: list[float]) -> float | None:
+    return max(values) - min(values) if values else None
