@@ -61,6 +61,7 @@ class TrafficRebalanceWorkflow:
         self.changes = 0
         self.settled = 0
         self.failed: dict[int, str] = {}
+        self.restore_fractions: dict[str, dict[str, float]] | None = None
 
     @workflow.run
     async def run(self, inp: RebalancerInput) -> None:
@@ -95,12 +96,15 @@ class TrafficRebalanceWorkflow:
                 service=self.inp.service,
                 window_s=self.inp.window_s,
                 urgent=urgent,
+                restore_fractions=self.restore_fractions if urgent else None,
             ),
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=ACTIVITY_RETRY,
         )
         self.state.epoch += 1
         epoch = self.state.epoch
+        if urgent:
+            self.restore_fractions = None
         if plan.view is not None:
             self.state.view = plan.view
         result = plan.result
@@ -120,6 +124,7 @@ class TrafficRebalanceWorkflow:
             epoch=epoch,
             at=workflow.now(),
             outcome="unchanged",
+            reason=plan.note,
             max_utilization_before=result.max_utilization_before,
             max_utilization_after=result.max_utilization,
             utilization_spread_before=_spread(
@@ -237,6 +242,8 @@ class TrafficRebalanceWorkflow:
 
     @workflow.update
     async def clear_override(self, inp: ClearOverrideInput) -> OverrideApplied:
+        if inp.restore_fractions is not None:
+            self.restore_fractions = inp.restore_fractions
         if self.state.overrides.pop(inp.region, None) is None:
             return OverrideApplied(
                 epoch=self.state.epoch,

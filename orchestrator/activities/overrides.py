@@ -39,9 +39,7 @@ class OverrideActivities:
     async def request(self, inp: SetOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         try:
-            return await handle.execute_update(
-                "set_override", inp, result_type=OverrideApplied
-            )
+            return await handle.execute_update("set_override", inp, result_type=OverrideApplied)
         except WorkflowUpdateFailedError as exc:
             raise _refusal(exc) from None
 
@@ -49,9 +47,7 @@ class OverrideActivities:
     async def release(self, inp: ClearOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         try:
-            return await handle.execute_update(
-                "clear_override", inp, result_type=OverrideApplied
-            )
+            return await handle.execute_update("clear_override", inp, result_type=OverrideApplied)
         except WorkflowUpdateFailedError as exc:
             raise _refusal(exc) from None
 

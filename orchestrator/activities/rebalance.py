@@ -16,7 +16,13 @@ from orchestrator.exceptions import PolicyError, VersionConflict
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
 from orchestrator.models import RoutingWrite
-from orchestrator.policy.rebalance_inputs import FleetView, Override, SkipEpoch, build_instance
+from orchestrator.policy.rebalance_inputs import (
+    FleetView,
+    Override,
+    SkipEpoch,
+    build_instance,
+    restore_table,
+)
 from orchestrator.policy.taiji import check, solve
 from orchestrator.policy.taiji_model import Constraints, SolverResult
 
@@ -32,11 +38,14 @@ class PlanEpochInput(BaseModel):
     window_s: float | None = None
     #: an operator override is waiting: apply it in full this epoch, no ramp or dampening
     urgent: bool = False
+    #: a table to put back verbatim when it still meets every constraint
+    restore_fractions: dict[str, dict[str, float]] | None = None
 
 
 class EpochPlan(BaseModel):
     routing_version: int
     skip_reason: str | None = None
+    note: str = ""
     view: FleetView | None = None
     #: the checked solution, without per-PoP bucket lists (the fleet derives them)
     result: SolverResult | None = None
@@ -89,10 +98,17 @@ class RebalanceActivities:
         except PolicyError as exc:
             log.warning("epoch infeasible", reason=str(exc))
             return EpochPlan(routing_version=routing.version, skip_reason=str(exc), view=view)
+        note = ""
+        if inp.restore_fractions is not None:
+            restored = restore_table(instance, result, inp.restore_fractions)
+            if isinstance(restored, str):
+                note = f"previous table not restored ({restored}); solved instead"
+            else:
+                result, note = restored, "restored the table found before the override"
         slim = result.model_copy(
             update={"pops": [p.model_copy(update={"buckets": None}) for p in result.pops]}
         )
-        return EpochPlan(routing_version=routing.version, view=view, result=slim)
+        return EpochPlan(routing_version=routing.version, view=view, result=slim, note=note)
 
     @activity.defn(name="publish_routing")
     @reported

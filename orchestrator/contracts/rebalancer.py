@@ -84,6 +84,9 @@ class ClearOverrideInput(BaseModel):
     region: str
     owner: str = Field(min_length=1)
     wait_applied: bool = True
+    #: publish this table (the one found before the override) if it is still valid,
+    #: so a rolled-back drain or a finished load test leaves routing exactly as it was
+    restore_fractions: dict[str, dict[str, float]] | None = None
 
 
 class OverrideApplied(BaseModel):

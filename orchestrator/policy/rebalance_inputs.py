@@ -23,7 +23,14 @@ from orchestrator.models import (
     Topology,
 )
 from orchestrator.policy.snapshot import traffic_shares
-from orchestrator.policy.taiji_model import Constraints, PopInput, RegionInput, SolverInstance
+from orchestrator.policy.taiji import fraction_violations
+from orchestrator.policy.taiji_model import (
+    Constraints,
+    PopInput,
+    RegionInput,
+    SolverInstance,
+    SolverResult,
+)
 
 __all__ = [
     "FleetView",
@@ -33,6 +40,7 @@ __all__ = [
     "build_instance",
     "fleet_view",
     "override_refusal",
+    "restore_table",
 ]
 
 #: A measured utilization above this is a broken meter, not a busy region.
@@ -184,6 +192,51 @@ def build_instance(
     ]
     instance = SolverInstance(regions=regions, pops=pops, constraints=constraints)
     return instance, view
+
+
+def restore_table(
+    instance: SolverInstance, solved: SolverResult, fractions: dict[str, dict[str, float]]
+) -> SolverResult | str:
+    """``solved`` with ``fractions`` put back, or why they no longer fit the constraints."""
+    table = {pop.name: dict(fractions.get(pop.name, {})) for pop in instance.pops}
+    problems = fraction_violations(instance, table)
+    if problems:
+        return "; ".join(problems[:2])
+    total = sum(p.demand for p in instance.pops) or 1.0
+    load = dict.fromkeys(instance.region_names(), 0.0)
+    for pop in instance.pops:
+        for region, share in table[pop.name].items():
+            load[region] += pop.demand * share
+    current = {p.name: p.fractions for p in instance.pops}
+    moved = sum(
+        p.demand
+        * sum(abs(table[p.name].get(r, 0.0) - current[p.name].get(r, 0.0)) for r in load)
+        / 2
+        for p in instance.pops
+    )
+    capacity = {r.name: r.capacity for r in instance.regions}
+    regions = [
+        r.model_copy(
+            update={
+                "share_after": load[r.name] / total,
+                "utilization_after": load[r.name] / capacity[r.name] if capacity[r.name] else 0.0,
+            }
+        )
+        for r in solved.regions
+    ]
+    active = [r.utilization_after for r in regions if r.status is RegionStatus.ACTIVE]
+    return solved.model_copy(
+        update={
+            "fractions": {p: {r: f for r, f in s.items() if f > 0} for p, s in table.items()},
+            "regions": regions,
+            "pops": [],
+            "max_utilization": max(active, default=0.0),
+            "traffic_moved": moved,
+            "traffic_moved_share": moved / total,
+            "churn": None,
+            "min_churn": None,
+        }
+    )
 
 
 def override_refusal(

@@ -1,0 +1,213 @@
+"""What runbook tasks do to the world. Each mutation carries the key the workflow
+derives from (run, task, step), so a retried or replayed step applies once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+from orchestrator.activities.errors import reported
+from orchestrator.exceptions import FleetNotFound, UnsafeRequest
+from orchestrator.fleet.protocol import Fleet
+from orchestrator.models import (
+    BatchJobAction,
+    ConfigChange,
+    RegionStatus,
+    ServiceWeightChange,
+    ShardMove,
+)
+from orchestrator.runbook.predicates import Predicate, PredicateResult, evaluate_all
+
+__all__ = [
+    "CheckInput",
+    "CheckResult",
+    "ConfigInput",
+    "DurationsInput",
+    "JobsInput",
+    "NotifyInput",
+    "RunbookActivities",
+    "ShardStepInput",
+    "WeightInput",
+]
+
+
+class CheckInput(BaseModel):
+    predicates: list[Predicate]
+    window_s: float | None = None
+
+
+class CheckResult(BaseModel):
+    ok: bool
+    results: list[PredicateResult] = Field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        failed = [r.message for r in self.results if not r.ok]
+        return "; ".join(failed) if failed else "all hold"
+
+
+class WeightInput(BaseModel):
+    change: ServiceWeightChange
+    key: str
+
+
+class ShardStepInput(BaseModel):
+    service: str
+    region: str
+    direction: str  # out | in
+    peers: list[str] = Field(default_factory=list)
+    #: cumulative share of the region's primaries to have moved after this step
+    target_ratio: float
+    #: shards this task moved so far (the restore moves exactly these back)
+    moved: list[str] = Field(default_factory=list)
+    key: str
+
+
+class JobsInput(BaseModel):
+    operation: str  # start | stop
+    jobs: list[str] = Field(default_factory=list)
+    region: str | None = None
+    key: str
+
+
+class NotifyInput(BaseModel):
+    url: str
+    message: str
+    key: str
+
+
+class ConfigInput(BaseModel):
+    change: ConfigChange
+    key: str
+
+
+class DurationsInput(BaseModel):
+    runbook: str
+    #: task id -> seconds, to record; empty to only read
+    record: dict[str, float] = Field(default_factory=dict)
+
+
+class RunbookActivities:
+    def __init__(self, fleet: Fleet, state_dir: Path) -> None:
+        self._fleet = fleet
+        self._state_dir = state_dir
+
+    @activity.defn(name="check_predicates")
+    @reported
+    async def check(self, inp: CheckInput) -> CheckResult:
+        if not inp.predicates:
+            return CheckResult(ok=True)
+        topology = await self._fleet.topology()
+        health = await self._fleet.health(inp.window_s)
+        results = evaluate_all(inp.predicates, health, topology.region_names)
+        return CheckResult(ok=all(r.ok for r in results), results=results)
+
+    @activity.defn(name="read_service_weight")
+    @reported
+    async def read_weight(self, change: ServiceWeightChange) -> float:
+        topology = await self._fleet.topology()
+        return topology.service_weights.get(f"{change.region}/{change.service}", 1.0)
+
+    @activity.defn(name="set_service_weight")
+    @reported
+    async def set_weight(self, inp: WeightInput) -> None:
+        await self._fleet.set_service_weight(inp.change, idempotency_key=inp.key)
+
+    @activity.defn(name="shift_shards")
+    @reported
+    async def shift_shards(self, inp: ShardStepInput) -> list[str]:
+        """Move primaries until ``target_ratio`` of the task's shards moved; return all moved."""
+        topology = await self._fleet.topology()
+        active = [
+            r.name
+            for r in topology.regions
+            if r.status is RegionStatus.ACTIVE and r.name != inp.region
+        ]
+        peers = inp.peers or active
+        if inp.direction == "out":
+            candidates = [s for s in topology.shards if s.service == inp.service]
+            owned = sorted(s.id for s in candidates if s.primary == inp.region)
+            total = len(owned) + len(inp.moved)
+            want = math.ceil(inp.target_ratio * total - 1e-9)
+            todo = owned[: max(0, want - len(inp.moved))]
+            if not peers and todo:
+                raise UnsafeRequest(f"no region to take {inp.service} primaries from {inp.region}")
+            by_peer: dict[str, list[str]] = {}
+            for i, shard in enumerate(todo):
+                by_peer.setdefault(peers[i % len(peers)], []).append(shard)
+            for n, (peer, shards) in enumerate(sorted(by_peer.items())):
+                await self._fleet.move_shards(
+                    ShardMove(shards=shards, to_region=peer), idempotency_key=f"{inp.key}/{n}"
+                )
+            return [*inp.moved, *todo]
+        # "in": bring back exactly what was moved out, in proportion to the step.
+        want = math.ceil(inp.target_ratio * len(inp.moved) - 1e-9)
+        back = inp.moved[:want]
+        if back:
+            await self._fleet.move_shards(
+                ShardMove(shards=back, to_region=inp.region), idempotency_key=inp.key
+            )
+        return inp.moved[want:]
+
+    @activity.defn(name="update_batch_jobs")
+    @reported
+    async def update_jobs(self, inp: JobsInput) -> list[str]:
+        """Start or stop jobs; returns the jobs it acted on (the restore flips exactly these)."""
+        jobs = list(inp.jobs)
+        if not jobs and inp.region is not None:
+            topology = await self._fleet.topology()
+            running = inp.operation == "stop"
+            jobs = [
+                j.name
+                for j in topology.batch_jobs
+                if j.region == inp.region and j.running == running
+            ]
+        for job in jobs:
+            action = BatchJobAction(job=job, action="stop" if inp.operation == "stop" else "start")
+            try:
+                await self._fleet.batch_job(action, idempotency_key=f"{inp.key}/{job}")
+            except FleetNotFound:
+                activity.logger.warning("batch job %s not found", job)
+        return jobs
+
+    @activity.defn(name="change_config")
+    @reported
+    async def change_config(self, inp: ConfigInput) -> None:
+        await self._fleet.change_config(inp.change, idempotency_key=inp.key)
+
+    @activity.defn(name="notify_webhook")
+    async def notify(self, inp: NotifyInput) -> None:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.post(
+                inp.url,
+                json={"text": inp.message, "key": inp.key},
+                headers={"Idempotency-Key": inp.key},
+            )
+            response.raise_for_status()
+
+    @activity.defn(name="task_durations")
+    async def durations(self, inp: DurationsInput) -> dict[str, list[float]]:
+        """Earlier durations of each task of a runbook (for stuck detection); records new ones."""
+        path = self._state_dir / "durations" / f"{inp.runbook}.json"
+        known: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                known = json.loads(path.read_text())
+            except ValueError:
+                known = {}
+        if inp.record:
+            for task, seconds in inp.record.items():
+                known.setdefault(task, []).append(seconds)
+                known[task] = known[task][-50:]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(known, indent=1))
+            tmp.replace(path)
+        return {k: [float(x) for x in v] for k, v in known.items()}

@@ -1,0 +1,156 @@
+"""The contract of RunbookWorkflow: how a run is started and what it is told.
+
+Starters (the CLI, the trigger server, schedules) and the workflow share these
+models. A run is started with an already-linted runbook, so an invalid
+runbook never starts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from orchestrator.runbook.spec import Runbook, RunMode
+
+__all__ = [
+    "RUNBOOK_WORKFLOW",
+    "TERMINAL",
+    "AlertResolvedInput",
+    "ApproveInput",
+    "OperatorInput",
+    "RunbookReport",
+    "RunbookStatus",
+    "TaskControlInput",
+    "TaskPhase",
+    "TaskState",
+    "Undo",
+    "RunbookRunInput",
+    "TriggerContext",
+    "runbook_workflow_id",
+]
+
+#: the workflow type name, for starters that start it by name
+RUNBOOK_WORKFLOW = "RunbookWorkflow"
+
+
+class TriggerContext(BaseModel):
+    """What started a run: an alert group, a schedule, or a person."""
+
+    source: str = Field(description="alertmanager | schedule | cli | api")
+    #: Alertmanager groupKey, or the fingerprint when a runbook is per alert
+    key: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    fingerprints: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+
+
+class RunbookRunInput(BaseModel):
+    runbook: Runbook
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    mode: RunMode = "real"
+    requested_by: str = Field(min_length=1)
+    trigger: TriggerContext | None = None
+
+
+class AlertResolvedInput(BaseModel):
+    """Signal: an alert that started (or matches) this run has resolved."""
+
+    fingerprint: str
+    alertname: str = ""
+    ends_at: datetime | None = None
+
+
+def runbook_workflow_id(runbook: str, key: str) -> str:
+    """``<runbook>-<key>``: the same alert group maps to the same id, so it starts once."""
+    return f"{runbook}-{key}"
+
+
+# --- run state, operator controls and the report ------------------------------
+
+
+class TaskPhase(StrEnum):
+    PENDING = "pending"
+    PRE_CHECK = "pre_check"
+    RUNNING = "running"
+    POST_CHECK = "post_check"
+    WAITING_APPROVAL = "waiting_approval"
+    BLOCKED = "blocked"  # a condition failed: waiting for it to hold or an operator override
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    ROLLED_BACK = "rolled_back"
+
+
+TERMINAL = {TaskPhase.DONE, TaskPhase.SKIPPED, TaskPhase.FAILED, TaskPhase.ROLLED_BACK}
+
+
+class Undo(BaseModel):
+    """How to put back what a task changed; grows as its steps are applied."""
+
+    template: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskState(BaseModel):
+    id: str
+    template: str
+    phase: TaskPhase = TaskPhase.PENDING
+    step: int = 0
+    steps: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    message: str = ""
+    stuck: bool = False
+    #: the p75 of earlier durations of this task, when known
+    expected_s: float | None = None
+    undo: Undo | None = None
+    overrides: list[str] = Field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class OperatorInput(BaseModel):
+    by: str = Field(min_length=1)
+    reason: str = ""
+
+
+class TaskControlInput(BaseModel):
+    task: str
+    by: str = Field(min_length=1)
+    reason: str = ""
+
+
+class ApproveInput(BaseModel):
+    task: str
+    by: str = Field(min_length=1)
+    comment: str = ""
+
+
+class RunbookStatus(BaseModel):
+    runbook: str
+    mode: str
+    state: str  # running | paused | rolling_back | completed | failed | aborted | rolled_back
+    paused_by: str | None = None
+    tasks: list[TaskState]
+    events: list[str] = Field(default_factory=list)
+
+
+class RunbookReport(BaseModel):
+    runbook: str
+    workflow_id: str
+    mode: str
+    outcome: str
+    started_at: datetime
+    finished_at: datetime
+    tasks: list[TaskState]
+    critical_path: list[str]
+    critical_path_s: float
+    sequential_s: float
+    events: list[str]

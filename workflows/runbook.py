@@ -1,0 +1,357 @@
+"""RunbookWorkflow: Maelstrom's scheduler and executor as one durable run.
+
+Every task whose dependencies are done and whose pre-conditions hold starts,
+in parallel with the others; each runs pre-check, steps with health gates
+between them, post-check. Operators pause, resume, skip, override a failed
+condition (recorded with who and why), approve, and abort. Abort, or a failed
+gate whose task says ``on_failure: rollback``, undoes every step taken, in
+reverse dependency order. The report gives per-task durations and the
+critical path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.runbook import DurationsInput, RunbookActivities
+    from orchestrator.contracts.runbook import (
+        TERMINAL,
+        AlertResolvedInput,
+        ApproveInput,
+        OperatorInput,
+        RunbookReport,
+        RunbookRunInput,
+        RunbookStatus,
+        TaskControlInput,
+        TaskPhase,
+        TaskState,
+    )
+    from orchestrator.policy.runbook_report import critical_path_of, p75
+    from orchestrator.runbook.spec import Task
+    from orchestrator.runbook.templates import REGISTRY
+    from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+    from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor, check
+
+__all__ = ["RunbookWorkflow"]
+
+#: how often a blocked condition is re-read
+POLL = timedelta(seconds=5)
+DEFAULT_CONDITION_TIMEOUT = 600.0
+
+
+@workflow.defn
+class RunbookWorkflow:
+    @workflow.init
+    def __init__(self, inp: RunbookRunInput) -> None:
+        self.inp = inp
+        self.mode = inp.runbook.mode_for(inp.mode)
+        self.tasks = {t.id: TaskState(id=t.id, template=t.template) for t in inp.runbook.tasks}
+        for task in inp.runbook.tasks:
+            if not task.active_in(self.mode):
+                self._set(
+                    task.id, TaskPhase.SKIPPED, f"when: {task.when} (this is a {self.mode} run)"
+                )
+        self.order: list[str] = []  # start order = a topological order
+        self.paused_by: str | None = None
+        self.abort: OperatorInput | None = None
+        self.rollback_reason: str | None = None
+        self.state = "running"
+        self.skips: dict[str, TaskControlInput] = {}
+        self.overrides: dict[str, TaskControlInput] = {}
+        self.approvals: dict[str, ApproveInput] = {}
+        self.events: list[str] = []
+        self.changed = False
+
+    @workflow.run
+    async def run(self, inp: RunbookRunInput) -> RunbookReport:
+        rb = inp.runbook
+        attrs = [RUNBOOK.value_set(rb.name), RUN_KIND.value_set(rb.kind.value)]
+        region = rb.parameters.get("region")
+        if region is not None and region.default:
+            attrs.append(REGION.value_set(str(region.default)))
+        workflow.upsert_search_attributes(attrs)
+        started = workflow.now()
+        info = workflow.info()
+        self.executor = TemplateExecutor(f"{info.workflow_id}/{info.run_id}", self.approvals.get)
+        history = await workflow.execute_activity_method(
+            RunbookActivities.durations,
+            DurationsInput(runbook=rb.name),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RETRY,
+        )
+        for task_id, seconds in history.items():
+            if task_id in self.tasks and seconds:
+                self.tasks[task_id].expected_s = p75(seconds)
+        self._event(f"{self.mode} run of {rb.name} by {inp.requested_by}")
+        running: dict[str, asyncio.Task[None]] = {}
+        while self.abort is None and self.rollback_reason is None:
+            for task in self._ready():
+                self.order.append(task.id)
+                running[task.id] = asyncio.create_task(self._run_task(task))
+            running = {k: t for k, t in running.items() if not t.done()}
+            if not running and not self._ready():
+                break
+            self.changed = False
+            await workflow.wait_condition(
+                lambda: self.changed or self.abort is not None or self.rollback_reason is not None
+            )
+        for t in running.values():
+            t.cancel()
+        await asyncio.gather(*running.values(), return_exceptions=True)
+        outcome = await self._finish()
+        durations = {
+            t.id: t.duration_s
+            for t in self.tasks.values()
+            if t.phase == TaskPhase.DONE and t.duration_s
+        }
+        await workflow.execute_activity_method(
+            RunbookActivities.durations,
+            DurationsInput(
+                runbook=rb.name, record={k: v for k, v in durations.items() if v is not None}
+            ),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RETRY,
+        )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        path, length = critical_path_of(rb, {k: v for k, v in durations.items() if v is not None})
+        return RunbookReport(
+            runbook=rb.name,
+            workflow_id=info.workflow_id,
+            mode=self.mode,
+            outcome=outcome,
+            started_at=started,
+            finished_at=workflow.now(),
+            tasks=list(self.tasks.values()),
+            critical_path=path,
+            critical_path_s=length,
+            sequential_s=sum(v for v in durations.values() if v is not None),
+            events=self.events,
+        )
+
+    # --- scheduling ----------------------------------------------------------
+
+    def _ready(self) -> list[Task]:
+        ready = []
+        for task in self.inp.runbook.tasks:
+            if self.tasks[task.id].phase != TaskPhase.PENDING:
+                continue
+            strong = [self.tasks[d].phase for d in task.depends_on]
+            if any(p in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK) for p in strong):
+                self._set(task.id, TaskPhase.SKIPPED, "a dependency failed")
+                continue
+            weak_done = all(self.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
+            if all(p in (TaskPhase.DONE, TaskPhase.SKIPPED) for p in strong) and weak_done:
+                ready.append(task)
+        return ready
+
+    async def _run_task(self, task: Task) -> None:
+        state = self.tasks[task.id]
+        state.started_at = workflow.now()
+        watchdog = asyncio.create_task(self._watch(state))
+        try:
+            timeout = task.timeout if isinstance(task.timeout, float) else None
+            await asyncio.wait_for(self._stages(task, state), timeout=timeout)
+            if state.phase not in TERMINAL:
+                self._set(task.id, TaskPhase.DONE, "")
+        except TaskFailed as failed:
+            await self._on_failure(task, state, failed.reason)
+        except TimeoutError:
+            await self._on_failure(task, state, f"timed out after {task.timeout}s")
+        finally:
+            watchdog.cancel()
+            state.finished_at = workflow.now()
+            self.changed = True
+
+    async def _stages(self, task: Task, state: TaskState) -> None:
+        self._set(task.id, TaskPhase.PRE_CHECK, "")
+        await self._conditions(task, state, task.pre_conditions, "pre-condition")
+        template = REGISTRY[task.template]
+        args = template.validate_args(task.args)
+        points = task.steps.progress() if template.stepped and task.steps else [1.0]
+        state.steps = len(points)
+        for step, point in enumerate(points, start=1):
+            await workflow.wait_condition(lambda: self.paused_by is None or task.id in self.skips)
+            if task.id in self.skips:
+                self._set(task.id, TaskPhase.SKIPPED, f"skipped by {self.skips[task.id].by}")
+                return
+            self._set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
+            await self.executor.apply(task, args, state, point, step)
+            state.step = step
+            if task.gates or step < len(points):
+                await workflow.sleep(float(task.wait) if isinstance(task.wait, float) else 0.0)
+            if task.gates:
+                result = await check(task.gates)
+                if not result.ok and not self._overridden(task.id, state, result.message):
+                    raise TaskFailed(f"gate failed after step {step}: {result.message}")
+        self._set(task.id, TaskPhase.POST_CHECK, "")
+        await self._conditions(task, state, task.post_conditions, "post-condition")
+
+    async def _conditions(self, task: Task, state: TaskState, preds: list, label: str) -> None:
+        if not preds:
+            return
+        limit = task.timeout if isinstance(task.timeout, float) else DEFAULT_CONDITION_TIMEOUT
+        deadline = workflow.now() + timedelta(seconds=limit)
+        while True:
+            result = await check(preds)
+            if result.ok or self._overridden(task.id, state, result.message):
+                return
+            self._set(task.id, TaskPhase.BLOCKED, f"{label} unmet: {result.message}")
+            if workflow.now() >= deadline:
+                raise TaskFailed(f"{label} unmet: {result.message}")
+            await workflow.sleep(POLL)
+
+    def _overridden(self, task_id: str, state: TaskState, message: str) -> bool:
+        override = self.overrides.pop(task_id, None)
+        if override is None:
+            return False
+        state.overrides.append(f"{override.by}: {override.reason} (was: {message})")
+        self._event(f"{task_id}: condition overridden by {override.by}: {override.reason}")
+        return True
+
+    async def _watch(self, state: TaskState) -> None:
+        if state.expected_s is None:
+            return
+        await workflow.sleep(state.expected_s)
+        if state.phase not in TERMINAL:
+            state.stuck = True
+            self._event(
+                f"{state.id}: stuck, running past p75 of earlier runs ({state.expected_s:.0f}s)"
+            )
+
+    async def _on_failure(self, task: Task, state: TaskState, reason: str) -> None:
+        self._event(f"{task.id}: {reason}")
+        if task.on_failure == "continue":
+            self._set(task.id, TaskPhase.FAILED, reason)
+        elif task.on_failure == "pause":
+            self._set(task.id, TaskPhase.BLOCKED, f"paused on failure: {reason}")
+            self.paused_by = f"failure of {task.id}"
+            await workflow.wait_condition(lambda: task.id in self.skips or self.abort is not None)
+            if task.id in self.skips:
+                self._set(
+                    task.id,
+                    TaskPhase.SKIPPED,
+                    f"skipped by {self.skips[task.id].by} after: {reason}",
+                )
+        else:
+            self._set(task.id, TaskPhase.FAILED, reason)
+            self.rollback_reason = f"{task.id}: {reason}"
+
+    async def _finish(self) -> str:
+        if self.abort is None and self.rollback_reason is None:
+            failed = [t.id for t in self.tasks.values() if t.phase == TaskPhase.FAILED]
+            self.state = "failed" if failed else "completed"
+            return self.state
+        self.state = "rolling_back"
+        why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
+        self._event(f"rolling back: {why}")
+        for task_id in reversed(self.order):
+            state = self.tasks[task_id]
+            if state.undo is not None:
+                await self.executor.undo(task_id, state.undo)
+                self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
+        self.state = "aborted" if self.abort is not None else "rolled_back"
+        return self.state
+
+    def _set(self, task_id: str, phase: TaskPhase, message: str) -> None:
+        self.tasks[task_id].phase = phase
+        if message:
+            self.tasks[task_id].message = message
+        self.changed = True
+
+    def _event(self, text: str) -> None:
+        stamp = workflow.now().strftime("%H:%M:%S")
+        self.events.append(f"{stamp} {text}")
+        workflow.logger.info(text)
+
+    # --- operator controls ---------------------------------------------------
+
+    def _known(self, task_id: str) -> None:
+        if task_id not in self.tasks:
+            raise ApplicationError(
+                f"no task {task_id!r} in {self.inp.runbook.name}", type="InvalidRequest"
+            )
+
+    @workflow.update
+    def pause(self, inp: OperatorInput) -> RunbookStatus:
+        self.paused_by = inp.by
+        self._event(f"paused by {inp.by}: {inp.reason}")
+        return self.status()
+
+    @workflow.update
+    def resume(self, inp: OperatorInput) -> RunbookStatus:
+        self.paused_by = None
+        self._event(f"resumed by {inp.by}")
+        return self.status()
+
+    @workflow.update
+    def skip(self, inp: TaskControlInput) -> RunbookStatus:
+        self.skips[inp.task] = inp
+        if self.tasks[inp.task].phase == TaskPhase.PENDING:
+            self._set(inp.task, TaskPhase.SKIPPED, f"skipped by {inp.by}: {inp.reason}")
+        self._event(f"{inp.task}: skipped by {inp.by}: {inp.reason}")
+        return self.status()
+
+    @skip.validator
+    def _validate_skip(self, inp: TaskControlInput) -> None:
+        self._known(inp.task)
+
+    @workflow.update
+    def override(self, inp: TaskControlInput) -> RunbookStatus:
+        self.overrides[inp.task] = inp
+        self._event(f"{inp.task}: override requested by {inp.by}: {inp.reason}")
+        return self.status()
+
+    @override.validator
+    def _validate_override(self, inp: TaskControlInput) -> None:
+        self._known(inp.task)
+        if not inp.reason:
+            raise ApplicationError(
+                "an override needs a reason; it is recorded", type="InvalidRequest"
+            )
+
+    @workflow.update
+    def approve(self, inp: ApproveInput) -> RunbookStatus:
+        self.approvals[inp.task] = inp
+        self._event(
+            f"{inp.task}: approved by {inp.by} at {workflow.now().isoformat()}: {inp.comment}"
+        )
+        return self.status()
+
+    @approve.validator
+    def _validate_approve(self, inp: ApproveInput) -> None:
+        self._known(inp.task)
+        task = self.inp.runbook.task(inp.task)
+        if task.template != "approval":
+            raise ApplicationError(f"task {inp.task} is not an approval", type="InvalidRequest")
+        approvers = task.args.get("approvers", [])
+        if approvers and inp.by not in approvers:
+            raise ApplicationError(
+                f"{inp.by} may not approve {inp.task} (approvers: {', '.join(approvers)})",
+                type="InvalidRequest",
+            )
+
+    @workflow.update
+    def abort_run(self, inp: OperatorInput) -> RunbookStatus:
+        self.abort = inp
+        self._event(f"abort requested by {inp.by}: {inp.reason}")
+        return self.status()
+
+    @workflow.signal
+    def alert_resolved(self, inp: AlertResolvedInput) -> None:
+        self._event(f"alert {inp.alertname or inp.fingerprint} resolved")
+
+    @workflow.query
+    def status(self) -> RunbookStatus:
+        return RunbookStatus(
+            runbook=self.inp.runbook.name,
+            mode=self.mode,
+            state="paused" if self.paused_by and self.state == "running" else self.state,
+            paused_by=self.paused_by,
+            tasks=list(self.tasks.values()),
+            events=self.events[-50:],
+        )

@@ -1,0 +1,301 @@
+"""How one runbook task runs: pre-check, steps with health gates, post-check.
+
+Each template's step is one call here; what a step changed is recorded as the
+task's :class:`Undo` *before* the next step, so a rollback can put back exactly
+what was applied. Mutations carry the key ``<workflow>/<run>/<task>/<step>``,
+stable across worker restarts, so a replayed step is not applied twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.fleet_reads import FleetReadActivities
+    from orchestrator.activities.overrides import OverrideActivities
+    from orchestrator.activities.runbook import (
+        CheckInput,
+        CheckResult,
+        ConfigInput,
+        JobsInput,
+        NotifyInput,
+        RunbookActivities,
+        ShardStepInput,
+        WeightInput,
+    )
+    from orchestrator.contracts.rebalancer import ClearOverrideInput, SetOverrideInput
+    from orchestrator.contracts.runbook import TaskState, Undo
+    from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
+    from orchestrator.models import ConfigChange, ServiceWeightChange
+    from orchestrator.runbook.predicates import Predicate
+    from orchestrator.runbook.spec import Task
+
+__all__ = ["TaskFailed", "TemplateExecutor"]
+
+RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=20),
+    maximum_attempts=8,
+    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+)
+SHORT = timedelta(seconds=60)
+
+
+class TaskFailed(Exception):
+    """A stage of a task failed; ``reason`` is what the operator sees."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def override_owner(region: str) -> str:
+    # Drains and restores of one region share an owner, so a restore can lift a
+    # drain's hold; a load test (another owner) is refused while a drain holds it.
+    return f"runbook:{region}"
+
+
+async def check(predicates: list[Predicate], window_s: float | None = None) -> CheckResult:
+    return await workflow.execute_activity_method(
+        RunbookActivities.check,
+        CheckInput(predicates=predicates, window_s=window_s),
+        start_to_close_timeout=SHORT,
+        retry_policy=RETRY,
+    )
+
+
+class TemplateExecutor:
+    """Applies one step of a task's template and records its undo."""
+
+    def __init__(self, key_prefix: str, approvals: Callable[[str], object | None]) -> None:
+        self.key_prefix = key_prefix
+        self.approved = approvals
+
+    def key(self, task: str, step: int | str) -> str:
+        return f"{self.key_prefix}/{task}/{step}"
+
+    async def apply(self, task: Task, args: Any, state: TaskState, point: float, step: int) -> None:
+        handler = getattr(self, f"_{task.template}", None)
+        if handler is None:
+            raise TaskFailed(f"template {task.template} has no executor in this worker")
+        await handler(task, args, state, point, step)
+
+    # --- mutating templates --------------------------------------------------
+
+    async def _traffic_shift(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        if state.undo is None:
+            status = await workflow.execute_activity_method(
+                OverrideActivities.status, start_to_close_timeout=SHORT, retry_policy=RETRY
+            )
+            table = await workflow.execute_activity_method(
+                FleetReadActivities.read_routing, start_to_close_timeout=SHORT, retry_policy=RETRY
+            )
+            start = status.shares.get(args.region, 0.0)
+            held = any(o.region == args.region for o in status.overrides)
+            # A restore lifts a hold, so "normal" is the region's fair share of capacity.
+            normal = status.capacity_shares.get(args.region, start) if held else start
+            state.undo = Undo(
+                template="traffic_release",
+                args={
+                    "region": args.region,
+                    "start": start,
+                    "normal": normal,
+                    "held": held,
+                    "table": table.fractions,
+                },
+            )
+        start, normal = state.undo.args["start"], state.undo.args["normal"]
+        target = args.ratio * normal
+        if point >= 1.0 and args.ratio >= 1.0:
+            await self._release(args.region)
+            return
+        share = max(0.0, min(1.0, start + point * (target - start)))
+        await workflow.execute_activity_method(
+            OverrideActivities.request,
+            SetOverrideInput(
+                region=args.region,
+                owner=override_owner(args.region),
+                reason=f"{self.key_prefix}/{task.id} step {step}",
+                max_share=share,
+            ),
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=RETRY,
+        )
+
+    async def _release(self, region: str, table: dict[str, dict[str, float]] | None = None) -> None:
+        await workflow.execute_activity_method(
+            OverrideActivities.release,
+            ClearOverrideInput(
+                region=region, owner=override_owner(region), restore_fractions=table
+            ),
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=RETRY,
+        )
+
+    async def _service_weight(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        if state.undo is None:
+            before = await workflow.execute_activity_method(
+                RunbookActivities.read_weight,
+                ServiceWeightChange(region=args.region, service=args.service, weight=args.weight),
+                start_to_close_timeout=SHORT,
+                retry_policy=RETRY,
+            )
+            state.undo = Undo(
+                template="service_weight",
+                args={"region": args.region, "service": args.service, "weight": before},
+            )
+        before = state.undo.args["weight"]
+        weight = before + point * (args.weight - before)
+        await self._set_weight(args.region, args.service, weight, self.key(task.id, step))
+
+    async def _set_weight(self, region: str, service: str, weight: float, key: str) -> None:
+        await workflow.execute_activity_method(
+            RunbookActivities.set_weight,
+            WeightInput(
+                change=ServiceWeightChange(region=region, service=service, weight=round(weight, 6)),
+                key=key,
+            ),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+
+    async def _shard_shift(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        moved = list(state.undo.args["moved"]) if state.undo else []
+        result = await workflow.execute_activity_method(
+            RunbookActivities.shift_shards,
+            ShardStepInput(
+                service=args.service,
+                region=args.region,
+                direction=args.direction,
+                peers=args.peers,
+                target_ratio=point * args.ratio,
+                moved=moved,
+                key=self.key(task.id, step),
+            ),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+        if args.direction == "out":
+            state.undo = Undo(
+                template="shard_return",
+                args={"service": args.service, "region": args.region, "moved": result},
+            )
+
+    async def _job_update(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        jobs = await workflow.execute_activity_method(
+            RunbookActivities.update_jobs,
+            JobsInput(
+                operation=args.operation,
+                jobs=args.jobs,
+                region=args.region,
+                key=self.key(task.id, step),
+            ),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+        flipped = "start" if args.operation == "stop" else "stop"
+        state.undo = Undo(template="job_update", args={"operation": flipped, "jobs": jobs})
+
+    async def _config_change(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        await workflow.execute_activity_method(
+            RunbookActivities.change_config,
+            ConfigInput(
+                change=ConfigChange(
+                    path=args.path, content=args.content, expected_rev=args.expected_rev
+                ),
+                key=self.key(task.id, step),
+            ),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+
+    # --- waiting and talking -------------------------------------------------
+
+    async def _wait_for(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        deadline = workflow.now() + timedelta(seconds=args.timeout)
+        while True:
+            result = await check(args.predicates)
+            if result.ok:
+                return
+            state.message = result.message
+            if workflow.now() >= deadline:
+                raise TaskFailed(f"wait_for timed out: {result.message}")
+            await workflow.sleep(args.poll_interval)
+
+    async def _approval(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        state.message = f"waiting for approval by one of {', '.join(args.approvers)}"
+        try:
+            await workflow.wait_condition(
+                lambda: self.approved(task.id) is not None, timeout=timedelta(seconds=args.timeout)
+            )
+        except TimeoutError:
+            raise TaskFailed(f"no approval within {args.timeout:.0f}s") from None
+        state.message = f"approved: {self.approved(task.id)}"
+
+    async def _notify(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        await workflow.execute_activity_method(
+            RunbookActivities.notify,
+            NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+
+    async def _delay(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        await workflow.sleep(args.duration)
+
+    # --- undo ----------------------------------------------------------------
+
+    async def undo(self, task_id: str, undo: Undo) -> None:
+        key, a = self.key(task_id, "undo"), undo.args
+        match undo.template:
+            case "traffic_release":
+                # Put back the very table found before the drain, not a re-solve.
+                await self._release(a["region"], a.get("table") if not a.get("held") else None)
+            case "service_weight":
+                await self._set_weight(a["region"], a["service"], a["weight"], key)
+            case "shard_return":
+                await workflow.execute_activity_method(
+                    RunbookActivities.shift_shards,
+                    ShardStepInput(
+                        service=a["service"],
+                        region=a["region"],
+                        direction="in",
+                        target_ratio=1.0,
+                        moved=a["moved"],
+                        key=key,
+                    ),
+                    start_to_close_timeout=SHORT,
+                    retry_policy=RETRY,
+                )
+            case "job_update":
+                await workflow.execute_activity_method(
+                    RunbookActivities.update_jobs,
+                    JobsInput(operation=a["operation"], jobs=a["jobs"], key=key),
+                    start_to_close_timeout=SHORT,
+                    retry_policy=RETRY,
+                )
+            case _:
+                raise TaskFailed(f"no undo for {undo.template}")
