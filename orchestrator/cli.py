@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.commands import platform
+from orchestrator.commands import (
+    lab,
+    loadtest,
+    platform,
+    rebalance,
+    runbook,
+    status,
+    training,
+    triggers,
+)
 
 app = typer.Typer(
     name="orchestrator",
@@ -16,3 +25,10 @@ app = typer.Typer(
 
 platform.register(app)
 # Capability groups mount below, one line each.
+app.add_typer(training.app, name="training")
+app.add_typer(rebalance.app, name="rebalance")
+app.add_typer(lab.app, name="lab")
+status.register(app)
+app.add_typer(triggers.app, name="triggers")
+app.add_typer(runbook.app, name="runbook")
+app.add_typer(loadtest.app, name="loadtest")

@@ -27,14 +27,16 @@ class ActivityContext:
 
 def workflows() -> list[type]:
     from workflows.fleet_snapshot import FleetSnapshotWorkflow
+    from workflows.load_test import LiveLoadTestWorkflow
     from workflows.rebalancer import TrafficRebalanceWorkflow
     from workflows.runbook import RunbookWorkflow
 
-    return [FleetSnapshotWorkflow, TrafficRebalanceWorkflow, RunbookWorkflow]
+    return [FleetSnapshotWorkflow, TrafficRebalanceWorkflow, RunbookWorkflow, LiveLoadTestWorkflow]
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.fleet_reads import FleetReadActivities
+    from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.activities.rebalance import RebalanceActivities
     from orchestrator.activities.runbook import RunbookActivities
@@ -43,6 +45,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     rebalance = RebalanceActivities(ctx.fleet)
     overrides = OverrideActivities(ctx.client)
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
+    load_test = LoadTestActivities(ctx.fleet)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -60,4 +63,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         runbook.change_config,
         runbook.notify,
         runbook.durations,
+        load_test.prepare,
+        load_test.observe,
+        load_test.check_routing,
     ]

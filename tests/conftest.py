@@ -2,4 +2,5 @@
 
 pytest_plugins: list[str] = [
     "tests.fixtures.temporal",
+    "tests.fixtures.lab",
 ]

@@ -21,10 +21,6 @@ from temporalio.service import RPCError
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.platform import settings_or_exit
 from orchestrator.config import Settings
-from orchestrator.exceptions import OrchestratorError
-from orchestrator.policy.taiji_model import Constraints
-from orchestrator.temporal import connect
-from workflows.rebalancer import TrafficRebalanceWorkflow
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
     PauseInput,
@@ -32,6 +28,10 @@ from orchestrator.contracts.rebalancer import (
     RebalancerStatus,
     ResumeInput,
 )
+from orchestrator.exceptions import OrchestratorError
+from orchestrator.policy.taiji_model import Constraints
+from orchestrator.temporal import connect
+from workflows.rebalancer import TrafficRebalanceWorkflow
 
 __all__ = ["register"]
 
@@ -72,7 +72,9 @@ def start(
             epoch_s=epoch_s,
             window_s=window_s,
             service=service,
-            constraints=Constraints(max_utilization_increase=max_increase, target_utilization=target),
+            constraints=Constraints(
+                max_utilization_increase=max_increase, target_utilization=target
+            ),
         )
         handle = await client.start_workflow(
             TrafficRebalanceWorkflow.run,

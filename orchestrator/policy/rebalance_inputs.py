@@ -176,7 +176,9 @@ def build_instance(
                 capacity=r.capacity,
                 utilization=r.utilization or 0.0,
                 status=r.status,
+                # A pin is exact: a floor (min_share) and a cap (max_share) at the same share.
                 max_share=(o.pin_share if o.pin_share is not None else o.max_share) if o else None,
+                min_share=o.pin_share if o else None,
                 capacity_fraction=o.capacity_fraction if o else None,
             )
         )

@@ -28,11 +28,12 @@ region was just drained, an RTT limit tightened, a region is over target). So:
 
 - a PoP whose current split breaks a per-PoP constraint moves all the way;
 - the others move ``damping`` of the way; if that leaves some region over its
-  cap (possible only when the current table overloads it), every damped PoP
-  moves further by the least common amount that fixes all caps, found in
-  closed form because each cap is linear in that amount;
+  cap (possible only when the current table overloads it) or under its pinned
+  share (a load test's pin is a floor as well as a cap), every damped PoP
+  moves further by the least common amount that fixes all of them, found in
+  closed form because each bound is linear in that amount;
 - a PoP moving less than ``min_shift`` keeps its split, unless that would break
-  a region cap, in which case the PoPs that matter most to it move after all.
+  a region's cap or pin, in which case the PoPs that matter most to it move after all.
 
 Finally :func:`check` re-verifies every invariant from the instance alone; a
 table that fails it is never returned. Infeasible instances raise
@@ -139,15 +140,17 @@ def _dampen(c: Compiled, cons: Constraints, optimum: Array, caps: Array) -> tupl
     ok = _row_ok(c)
     step = optimum - c.x
     tol = LOAD_TOL * max(c.total, 1e-300)
+    floors = c.load_floors()
     beta = np.where(ok, cons.damping, 1.0)
     loads = c.t @ (c.x + beta[:, None] * step)
     over = c.active & (loads > caps + tol)
-    if over.any():
+    under = c.active & (loads < floors - tol)
+    if over.any() or under.any():
         full = c.t @ optimum
-        # caps hold at full (the optimum) and fail at beta; each is linear in gamma.
-        drop = loads[over] - full[over]
-        excess = loads[over] - caps[over]
-        ratio = np.divide(excess, drop, out=np.full(len(drop), np.inf), where=drop > 0)
+        # Caps and pins hold at full (the optimum) and fail at beta; each is linear in gamma.
+        change = np.concatenate([loads[over] - full[over], full[under] - loads[under]])
+        miss = np.concatenate([loads[over] - caps[over], floors[under] - loads[under]])
+        ratio = np.divide(miss, change, out=np.full(len(change), np.inf), where=change > 0)
         gamma = min(1.0, float(ratio.max()) * (1 + 1e-9) + 1e-12)
         beta = np.where(ok, cons.damping + gamma * (1 - cons.damping), 1.0)
     damped = c.x + beta[:, None] * step
@@ -157,13 +160,20 @@ def _dampen(c: Compiled, cons: Constraints, optimum: Array, caps: Array) -> tupl
     for _ in range(len(c.regions) + 1):
         loads = c.t @ table
         over_idx = np.nonzero(c.active & (loads > caps + tol))[0]
-        if len(over_idx) == 0:
+        under_idx = np.nonzero(c.active & (loads < floors - tol))[0]
+        if len(over_idx):
+            d = int(over_idx[0])
+            # Un-skip the PoPs whose kept split loads region d most, until it fits.
+            relief = c.t * (table[:, d] - damped[:, d])
+            excess = loads[d] - caps[d]
+        elif len(under_idx):
+            d = int(under_idx[0])
+            # Un-skip the PoPs whose move would bring region d most of its pinned share.
+            relief = c.t * (damped[:, d] - table[:, d])
+            excess = floors[d] - loads[d]
+        else:
             break
-        d = int(over_idx[0])
-        # Un-skip the PoPs whose kept split loads region d most, until it fits.
-        relief = c.t * (table[:, d] - damped[:, d])
         order = [i for i in np.argsort(-relief) if skipped[i] and relief[i] > 0]
-        excess = loads[d] - caps[d]
         for i in order:
             table[i] = damped[i]
             skipped[i] = False
@@ -242,7 +252,7 @@ def violations(instance: SolverInstance, result: SolverResult) -> list[str]:
     are not active at 0 and at least one active region serving; sticky floors
     kept; nothing new beyond an RTT limit; predicted utilization within the
     target (scaled by any capacity fraction) and the per-epoch ramp; shares
-    within their caps; buckets, when present, the right length and only on
+    within their caps and at least their pins; buckets, when present, the right length and only on
     regions with traffic.
     """
     problems = fraction_violations(instance, result.fractions)
@@ -302,6 +312,10 @@ def fraction_violations(
         shares = c.t @ table / c.total
         for j in np.nonzero(shares > c.share_cap + CHECK_TOL)[0]:
             problems.append(f"max_share.{c.regions[j]}: {shares[j]:.6f} over {c.share_cap[j]}")
+        for j in np.nonzero(shares < c.share_floor - CHECK_TOL)[0]:
+            problems.append(
+                f"pin_share.{c.regions[j]}: {shares[j]:.6f} under {c.share_floor[j]:.6f}"
+            )
     return problems
 
 

@@ -3,14 +3,15 @@
 Constraints are checked as a ladder, each rung adding one family to the ones
 below it::
 
-    status/sticky -> capacity -> max_share -> ramp -> rtt_limit
+    status/sticky -> capacity -> max_share -> pin_share -> ramp -> rtt_limit
 
 The name an :class:`~orchestrator.exceptions.Infeasible` carries is the first
 rung that fails: the instance with that family and every later one removed
 (:func:`relax`) has a table, and with it added it has none. Up to ``ramp`` no
 PoP is limited in where it may send traffic, so feasibility is an aggregate
-test (every region's pinned load fits its cap, and the caps add up to the
-demand) with no LP. RTT limits make it a bipartite question; there the LP
+test with no LP: every region's least load (its sticky sessions, or its pinned
+share when larger) fits its cap, the least loads fit in the demand, and the
+caps add up to the demand. RTT limits make it a bipartite question; there the LP
 decides, and the message names a group of PoPs whose reachable regions are too
 small (a Hall violation) when one of the simple shape is found.
 """
@@ -27,8 +28,8 @@ from orchestrator.policy.taiji_model import SolverInstance
 
 __all__ = ["LADDER", "ConstraintName", "aggregate_check", "diagnose_rtt", "precheck", "relax"]
 
-ConstraintName = Literal["capacity", "max_share", "ramp", "rtt_limit"]
-LADDER: tuple[ConstraintName, ...] = ("capacity", "max_share", "ramp", "rtt_limit")
+ConstraintName = Literal["capacity", "max_share", "pin_share", "ramp", "rtt_limit"]
+LADDER: tuple[ConstraintName, ...] = ("capacity", "max_share", "pin_share", "ramp", "rtt_limit")
 
 #: Relative slack on aggregate comparisons, so float noise never decides feasibility.
 REL_TOL = 1e-9
@@ -49,6 +50,14 @@ def precheck(c: Compiled, instance: SolverInstance) -> None:
             f"pop {c.pops[i]} has {c.floor[i, j]:.2%} of its traffic in established sessions "
             f"on {status} region {c.regions[j]}; those sessions must end before it is at 0",
         )
+    pinned_off = np.nonzero((c.share_floor > 0) & ~c.active)[0]
+    if len(pinned_off):
+        j = int(pinned_off[0])
+        raise Infeasible(
+            "pin_share",
+            f"region {c.regions[j]} is {instance.regions[j].status.value} and cannot be pinned "
+            f"to {c.share_floor[j]:.2%} of the demand",
+        )
 
 
 def _caps_for(c: Compiled, level: ConstraintName) -> Array:
@@ -64,17 +73,30 @@ def aggregate_check(c: Compiled, instance: SolverInstance) -> None:
     if total <= 0:
         return
     pinned = c.t @ c.floor
+    floors = c.load_floors()
     target = instance.constraints.target_utilization
     for level in LADDER[:-1]:
         caps = _caps_for(c, level)
-        over = np.nonzero(c.active & (pinned > caps + REL_TOL * total))[0]
+        with_pins = LADDER.index(level) >= LADDER.index("pin_share")
+        need = np.maximum(pinned, floors) if with_pins else pinned
+        over = np.nonzero(c.active & (need > caps + REL_TOL * total))[0]
         if len(over):
             j = int(over[0])
+            what = (
+                f"the pinned share puts {need[j] / total:.2%} of the demand on region"
+                if with_pins and floors[j] > pinned[j]
+                else f"established sessions pin {pinned[j] / total:.2%} of the demand to region"
+            )
             raise Infeasible(
                 level,
-                f"established sessions pin {pinned[j] / total:.2%} of the demand to region "
-                f"{c.regions[j]}, above the {_limit_text(level, instance)} limit of "
+                f"{what} {c.regions[j]}, above the {_limit_text(level, instance)} limit of "
                 f"{caps[j] / total:.2%}",
+            )
+        if with_pins and need.sum() > total * (1 + REL_TOL):
+            raise Infeasible(
+                level,
+                f"pinned shares and established sessions need {need.sum() / total:.2%} "
+                f"of the demand; at most 100% can be placed",
             )
         room = float(caps[c.active].sum())
         if room >= total * (1 - REL_TOL):
@@ -86,7 +108,7 @@ def aggregate_check(c: Compiled, instance: SolverInstance) -> None:
                 if room > 0
                 else f"active regions have no capacity left at target {target:g}"
             )
-        elif level == "max_share":
+        elif level in ("max_share", "pin_share"):
             detail = f"share caps let the active regions take only {room / total:.2%} of demand"
         else:
             ramp = instance.constraints.max_utilization_increase
@@ -103,6 +125,8 @@ def _limit_text(level: ConstraintName, instance: SolverInstance) -> str:
         return f"target {instance.constraints.target_utilization:g}"
     if level == "ramp":
         return f"+{instance.constraints.max_utilization_increase:g} per epoch"
+    if level == "pin_share":
+        return f"target {instance.constraints.target_utilization:g} and share cap"
     return "share cap"
 
 
@@ -164,6 +188,8 @@ def relax(instance: SolverInstance, constraint: ConstraintName) -> SolverInstanc
     regions = list(instance.regions)
     if rung <= LADDER.index("ramp"):
         cons_update["max_utilization_increase"] = NO_RAMP
+    if rung <= LADDER.index("pin_share"):
+        regions = [r.model_copy(update={"min_share": None}) for r in regions]
     if rung <= LADDER.index("max_share"):
         cons_update["max_share"] = None
         regions = [r.model_copy(update={"max_share": None}) for r in regions]

@@ -12,7 +12,8 @@ restored) or no measurement has no measured slope; it uses ``1 / capacity``.
 
 Every constraint of a region is a cap on its load: ``L'_d <= load_caps()[d]``
 (utilization target scaled by a capacity-fraction override, the per-epoch ramp,
-the share cap). Every constraint of a PoP is a bound on one entry: sticky
+the share cap), except a pinned share (a load test's lever), which is also a
+floor: ``L'_d >= load_floors()[d]``. Every constraint of a PoP is a bound on one entry: sticky
 sessions are a floor, a region beyond the RTT limit may keep only that floor,
 a drained region gets 0. Writing ``z = x' - floor`` leaves a transportation
 problem: PoP ``e`` ships its movable share ``mu_e`` to the regions it may use.
@@ -57,6 +58,7 @@ class Compiled:
     target_cap: Array  # (R,) utilization cap from the target and capacity fraction
     ramp_cap: Array  # (R,) utilization cap from the per-epoch increase
     share_cap: Array  # (R,) share of total demand; inf when uncapped
+    share_floor: Array  # (R,) share of total demand the region must get; 0 when unpinned
     capacity: Array  # (R,) load at utilization 1
 
     @property
@@ -94,6 +96,10 @@ class Compiled:
             capped = np.isfinite(self.share_cap)
             caps[capped] = np.minimum(caps[capped], self.share_cap[capped] * self.total)
         return np.where(self.active, np.maximum(caps, 0.0), 0.0)
+
+    def load_floors(self) -> Array:
+        """Per region, the least load it must carry (a pinned share of the total demand)."""
+        return self.share_floor * self.total
 
 
 def compile_instance(instance: SolverInstance) -> Compiled:
@@ -141,6 +147,9 @@ def compile_instance(instance: SolverInstance) -> Compiled:
     )
     # A share cap of 1 constrains nothing; leaving it out keeps the LP smaller.
     share_cap = np.where(shares >= 1.0, np.inf, shares)
+    share_floor = np.array(
+        [0.0 if r.min_share is None else r.min_share for r in instance.regions], dtype=float
+    )
     return Compiled(
         regions=regions,
         pops=[p.name for p in instance.pops],
@@ -156,8 +165,26 @@ def compile_instance(instance: SolverInstance) -> Compiled:
         target_cap=cons.target_utilization * usable,
         ramp_cap=u + cons.max_utilization_increase,
         share_cap=share_cap,
+        share_floor=share_floor,
         capacity=capacity,
     )
+
+
+def _floor_rows(
+    need: Array, d_idx: npt.NDArray[np.intp], coef: Array, width: int
+) -> tuple[sp.csr_matrix, Array]:
+    """``-sum coef * var <= -need_d`` for every region that still needs load to meet its pin.
+
+    ``need`` is per region in units of total demand (pin minus what sticky floors already
+    place there); ``d_idx`` gives each variable's region and ``coef`` its load per unit.
+    """
+    pinned = np.nonzero(need > 0)[0]
+    sel = np.isin(d_idx, pinned)
+    rows = sp.csr_matrix(
+        (-coef[sel], (np.searchsorted(pinned, d_idx[sel]), np.nonzero(sel)[0])),
+        shape=(len(pinned), width),
+    )
+    return rows, -need[pinned]
 
 
 def _solving_pops(c: Compiled) -> npt.NDArray[np.intp]:
@@ -188,7 +215,8 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     base = c.u - c.k * c.load  # utilization at zero load
     if not groups:
         util = base + k_hat * fixed
-        return float(util[c.active].max()) if np.all(fixed <= caps / total + 1e-9) else None
+        fits = np.all(fixed <= caps / total + 1e-9) and np.all(fixed >= c.share_floor - 1e-9)
+        return float(util[c.active].max()) if fits else None
 
     gi, di = [], []
     for g, key in enumerate(groups):
@@ -214,8 +242,9 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     cap_b = caps[finite] / total - fixed[finite]
     if np.any(cap_b < -1e-9):
         return None
-    a_ub = sp.vstack([obj_rows.tocsr(), cap_rows]).tocsr()
-    b_ub = np.concatenate([obj_b, np.maximum(cap_b, 0.0)])
+    floor_rows, floor_b = _floor_rows(c.share_floor - fixed, d_idx, np.ones(n), n + 1)
+    a_ub = sp.vstack([obj_rows.tocsr(), cap_rows, floor_rows]).tocsr()
+    b_ub = np.concatenate([obj_b, np.maximum(cap_b, 0.0), floor_b])
     a_eq = sp.csr_matrix((np.ones(n), (g_idx, np.arange(n))), shape=(len(groups), n + 1))
     b_eq = np.array(list(groups.values()))
     cost = np.zeros(n + 1)
@@ -249,11 +278,13 @@ def min_latency(c: Compiled, caps: Array, max_util: float) -> Array | None:
     cost = t_hat * c.rtt[ei, di] ** 2 / scale
     finite = np.nonzero(np.isfinite(region_caps))[0]
     sel = np.isin(di, finite)
-    a_ub = sp.csr_matrix(
+    cap_rows = sp.csr_matrix(
         (t_hat[sel], (np.searchsorted(finite, di[sel]), np.nonzero(sel)[0])),
         shape=(len(finite), n),
     )
-    b_ub = np.maximum(region_caps[finite], 0.0)
+    floor_rows, floor_b = _floor_rows(c.share_floor - c.t @ c.floor / total, di, t_hat, n)
+    a_ub = sp.vstack([cap_rows, floor_rows]).tocsr()
+    b_ub = np.concatenate([np.maximum(region_caps[finite], 0.0), floor_b])
     a_eq = sp.csr_matrix((np.ones(n), (ei_local, np.arange(n))), shape=(len(rows), n))
     b_eq = c.movable[rows]
     res = linprog(

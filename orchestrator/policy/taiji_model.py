@@ -48,6 +48,9 @@ class RegionInput(StrictModel):
     status: RegionStatus = RegionStatus.ACTIVE
     #: override: at most this share of the total demand may go here
     max_share: Fraction | None = None
+    #: override: at least this share of the total demand goes here (a load test's pin is
+    #: ``min_share == max_share``); refused as ``Infeasible("pin_share", ...)`` if it cannot be
+    min_share: Fraction | None = None
     #: override: only this fraction of the region's capacity may be used
     capacity_fraction: Fraction | None = None
 

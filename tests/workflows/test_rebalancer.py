@@ -40,8 +40,8 @@ async def spread(stack: Stack) -> float:
     return max(utils) - min(utils)
 
 
-async def wait_status(handle: WorkflowHandle, predicate, timeout: float = 30.0) -> RebalancerStatus:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
+async def wait_status(handle: WorkflowHandle, predicate, limit_s: float = 30.0) -> RebalancerStatus:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + limit_s
     while True:
         status = await handle.query(TrafficRebalanceWorkflow.status)
         if predicate(status):
@@ -58,9 +58,13 @@ def routing_writes(entries: list) -> Counter[str]:  # type: ignore[type-arg]
 class TestBalancing:
     """Epoch after epoch the rebalancer evens utilization, within the ramp limit."""
 
-    async def test_spread_falls_under_three_percent(self, stack: Stack, rebalancer: WorkflowHandle) -> None:
+    async def test_spread_falls_under_three_percent(
+        self, stack: Stack, rebalancer: WorkflowHandle
+    ) -> None:
         assert await spread(stack) > 0.15  # nearest-region routing starts far apart
-        status = await wait_status(rebalancer, lambda s: any(e.outcome == "published" for e in s.epochs) and s.epoch >= 3)
+        status = await wait_status(
+            rebalancer, lambda s: any(e.outcome == "published" for e in s.epochs) and s.epoch >= 3
+        )
         deadline = asyncio.get_running_loop().time() + 40
         while await spread(stack) >= 0.03:
             assert asyncio.get_running_loop().time() < deadline, "spread stayed >= 3%"
@@ -78,7 +82,9 @@ class TestBalancing:
 class TestOverrides:
     """Overrides are refused when unsafe or held by another owner, and applied at once otherwise."""
 
-    async def test_drain_override_applies_and_clears(self, stack: Stack, rebalancer: WorkflowHandle) -> None:
+    async def test_drain_override_applies_and_clears(
+        self, stack: Stack, rebalancer: WorkflowHandle
+    ) -> None:
         await wait_status(rebalancer, lambda s: s.epoch >= 1)
         applied = await rebalancer.execute_update(
             TrafficRebalanceWorkflow.set_override,
@@ -97,11 +103,14 @@ class TestOverrides:
         assert held.value.cause.type == "OverrideConflict"
 
         cleared = await rebalancer.execute_update(
-            TrafficRebalanceWorkflow.clear_override, ClearOverrideInput(region="eu-west", owner="drain-eu-west")
+            TrafficRebalanceWorkflow.clear_override,
+            ClearOverrideInput(region="eu-west", owner="drain-eu-west"),
         )
         assert cleared.region_share is not None and cleared.region_share > 0.1
 
-    async def test_unsafe_override_refused_with_numbers(self, stack: Stack, rebalancer: WorkflowHandle) -> None:
+    async def test_unsafe_override_refused_with_numbers(
+        self, stack: Stack, rebalancer: WorkflowHandle
+    ) -> None:
         await wait_status(rebalancer, lambda s: s.epoch >= 1)
         await rebalancer.execute_update(
             TrafficRebalanceWorkflow.set_override,
@@ -110,7 +119,9 @@ class TestOverrides:
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await rebalancer.execute_update(
                 TrafficRebalanceWorkflow.set_override,
-                SetOverrideInput(region="us-east", owner="drain-us-east", reason="test", max_share=0.0),
+                SetOverrideInput(
+                    region="us-east", owner="drain-us-east", reason="test", max_share=0.0
+                ),
             )
         cause = refused.value.cause
         assert isinstance(cause, ApplicationError) and cause.type == "UnsafeRequest"
@@ -119,9 +130,13 @@ class TestOverrides:
         # Nothing half-applied: the refused override left no trace.
         assert [o.region for o in status.overrides] == ["eu-west"]
 
-    async def test_pause_refuses_overrides_and_resume_restarts(self, stack: Stack, rebalancer: WorkflowHandle) -> None:
+    async def test_pause_refuses_overrides_and_resume_restarts(
+        self, stack: Stack, rebalancer: WorkflowHandle
+    ) -> None:
         await wait_status(rebalancer, lambda s: s.epoch >= 1)
-        await rebalancer.execute_update(TrafficRebalanceWorkflow.pause, PauseInput(by="alice", reason="incident"))
+        await rebalancer.execute_update(
+            TrafficRebalanceWorkflow.pause, PauseInput(by="alice", reason="incident")
+        )
         version = (await stack.fleet.routing()).version
         with pytest.raises(WorkflowUpdateFailedError):
             await rebalancer.execute_update(
@@ -130,5 +145,7 @@ class TestOverrides:
             )
         await asyncio.sleep(2)
         assert (await stack.fleet.routing()).version == version, "published while paused"
-        status = await rebalancer.execute_update(TrafficRebalanceWorkflow.resume, ResumeInput(by="alice"))
+        status = await rebalancer.execute_update(
+            TrafficRebalanceWorkflow.resume, ResumeInput(by="alice")
+        )
         assert status.paused_by is None

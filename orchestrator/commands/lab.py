@@ -1,0 +1,128 @@
+"""``orchestrator lab``: serve the lab fleet, and drive live user traffic at it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+from orchestrator.commands.output import console, fail
+from orchestrator.exceptions import ConfigError, FleetError
+from orchestrator.logging import register_secret
+
+app = typer.Typer(help="The local lab fleet: a fleet you can hurt.", no_args_is_help=True)
+
+TOKEN_ENV = "ORCHESTRATOR_LAB_TOKEN"
+DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[2] / "loadtests" / "lab_traffic.py"
+
+
+@app.command()
+def serve(
+    config: Path | None = typer.Option(
+        None, "--config", help="Lab YAML config (default: the shipped 3-region lab)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8080, "--port", min=0, max=65535),
+    faults: bool = typer.Option(False, "--faults", help="Enable /lab/faults and /lab/truth."),
+    mode: str = typer.Option("live", "--mode", help="live (real traffic) or model (analytic)."),
+    token: str | None = typer.Option(
+        None, "--token", help=f"Require this bearer token on /v1 (or set {TOKEN_ENV})."
+    ),
+) -> None:
+    """Serve the fleet API, the edge data plane and (with --faults) the lab controls."""
+    from orchestrator.lab.server import build_app
+    from orchestrator.lab.server import serve as run
+
+    if mode not in ("live", "model"):
+        fail(f"--mode must be live or model, not {mode!r}")
+    token = token or os.environ.get(TOKEN_ENV) or None
+    register_secret(token)
+    chosen: Literal["live", "model"] = "live" if mode == "live" else "model"
+    try:
+        lab = build_app(config, mode=chosen, faults=faults, token=token)
+    except ConfigError as exc:
+        fail(str(exc))
+    auth = "token required" if token else "no token"
+    console.print(
+        f"lab ({chosen} mode, faults {'on' if faults else 'off'}, {auth}) on http://{host}:{port}",
+        highlight=False,
+    )
+    run(lab, host, port)
+
+
+@app.command()
+def traffic(
+    rps: float = typer.Option(..., "--rps", min=0.1, help="Total requests per second."),
+    duration: float = typer.Option(60.0, "--duration", min=1.0, help="Seconds to run."),
+    lab: str = typer.Option("http://127.0.0.1:8080", "--lab", help="The lab's base URL."),
+    users: int = typer.Option(
+        0, "--users", min=0, help="Locust users (default: one per 2 rps, at least one per PoP)."
+    ),
+    sessions_share: float = typer.Option(
+        0.2, "--sessions-share", min=0.0, max=1.0, help="Share of requests to the sticky service."
+    ),
+    locustfile: Path = typer.Option(DEFAULT_LOCUSTFILE, "--locustfile"),
+) -> None:
+    """Run Locust headless in its own process: users spread over PoPs by demand weight."""
+    if not locustfile.is_file():
+        fail(f"locustfile not found: {locustfile}")
+    token = os.environ.get(TOKEN_ENV) or None
+    try:
+        pops, sticky = asyncio.run(_pop_weights(lab, token))
+    except FleetError as exc:
+        fail(f"cannot read the lab topology: {exc}")
+    count = users or max(len(pops), math.ceil(rps / 2.0))
+    env = dict(os.environ)
+    env.update(
+        {
+            "LAB_TRAFFIC_POPS": json.dumps(pops),
+            "LAB_TRAFFIC_RPS": str(rps),
+            "LAB_TRAFFIC_USERS": str(count),
+            "LAB_TRAFFIC_MIX": json.dumps(
+                {"web": 1.0 - sessions_share, sticky: sessions_share} if sticky else {"web": 1.0}
+            ),
+        }
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--host",
+        lab,
+        "-u",
+        str(count),
+        "-r",
+        str(count),
+        "--run-time",
+        f"{math.ceil(duration)}s",
+        "--only-summary",
+        "--stop-timeout",
+        "5",
+    ]
+    console.print(f"locust: {count} users, {rps:g} rps total for {duration:g}s against {lab}")
+    try:
+        code = subprocess.call(command, env=env)
+    except KeyboardInterrupt:
+        code = 130
+    # Locust exits 1 when any request failed; with a lab you can hurt that is expected.
+    if code not in (0, 1):
+        fail(f"locust exited with status {code}", code)
+
+
+async def _pop_weights(lab: str, token: str | None) -> tuple[dict[str, float], str | None]:
+    from orchestrator.fleet.http import HttpFleet
+
+    async with HttpFleet(lab, token=token, timeout=10.0) as fleet:
+        topology = await fleet.topology()
+    sticky = next((s.name for s in topology.services if s.kind == "sticky"), None)
+    return {p.name: p.demand_weight for p in topology.pops}, sticky

@@ -1,0 +1,226 @@
+"""``HttpFleet``: the fleet contract (v1) over JSON/HTTP with httpx.
+
+Every mutation carries an ``Idempotency-Key``; routing writes carry
+``If-Match: <version>``. Failures become :mod:`orchestrator.exceptions` with
+the HTTP status and the server's reason; nothing is retried here, because the
+caller (a Temporal activity) owns the retry policy and the idempotency key
+makes its retries safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from orchestrator.exceptions import (
+    FleetError,
+    FleetNotFound,
+    FleetRejected,
+    FleetUnauthorized,
+    FleetUnavailable,
+    InvalidRequest,
+    VersionConflict,
+)
+from orchestrator.models import (
+    API_VERSION,
+    AuditEntry,
+    BatchJobAction,
+    ConfigChange,
+    HealthReport,
+    MutationResult,
+    RoutingTable,
+    RoutingWrite,
+    ServiceWeightChange,
+    ShardMove,
+    Topology,
+)
+
+__all__ = ["DEFAULT_TIMEOUT_S", "HttpFleet"]
+
+DEFAULT_TIMEOUT_S = 10.0
+
+M = TypeVar("M", bound=BaseModel)
+_AUDIT = TypeAdapter(list[AuditEntry])
+
+
+class HttpFleet:
+    """A :class:`~orchestrator.fleet.protocol.Fleet` speaking the v1 HTTP API.
+
+    ``verify`` is True (system CAs), False (only for a lab on localhost), or a
+    CA bundle path. ``timeout`` bounds connect, read, write and pool waits.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        verify: bool | str = True,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be http(s)://..., got {base_url!r}")
+        headers = {"Accept": "application/json", "User-Agent": "dr-orchestrator/fleet-client"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.base_url = base_url.rstrip("/")
+        self._client = httpx.AsyncClient(
+            base_url=f"{self.base_url}/{API_VERSION}",
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            verify=verify,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        # Never show the token.
+        return f"HttpFleet({self.base_url!r})"
+
+    async def __aenter__(self) -> HttpFleet:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # --- reads -----------------------------------------------------------
+
+    async def topology(self) -> Topology:
+        return _parse(Topology, await self._call("GET", "/topology"))
+
+    async def routing(self, *, include_buckets: bool | None = None) -> RoutingTable:
+        """The routing table; buckets included by the server's default unless asked."""
+        params = {} if include_buckets is None else {"buckets": str(include_buckets).lower()}
+        return _parse(RoutingTable, await self._call("GET", "/routing", params=params))
+
+    async def health(self, window_s: float | None = None) -> HealthReport:
+        params = {} if window_s is None else {"window_s": str(window_s)}
+        return _parse(HealthReport, await self._call("GET", "/health", params=params))
+
+    async def audit(self, since_seq: int = 0) -> list[AuditEntry]:
+        response = await self._call("GET", "/audit", params={"since_seq": str(since_seq)})
+        try:
+            return _AUDIT.validate_python(response.json())
+        except (ValidationError, ValueError) as exc:
+            raise _bad_answer(response, exc) from None
+
+    # --- mutations -------------------------------------------------------
+
+    async def write_routing(
+        self, write: RoutingWrite, *, if_match: int, idempotency_key: str
+    ) -> RoutingTable:
+        response = await self._call(
+            "PUT",
+            "/routing",
+            json=write.model_dump(mode="json", exclude_none=True),
+            headers={"If-Match": str(if_match), "Idempotency-Key": _key(idempotency_key)},
+        )
+        return _parse(RoutingTable, response)
+
+    async def set_service_weight(
+        self, change: ServiceWeightChange, *, idempotency_key: str
+    ) -> MutationResult:
+        return await self._mutate("/actions/service-weight", change, idempotency_key)
+
+    async def move_shards(self, move: ShardMove, *, idempotency_key: str) -> MutationResult:
+        return await self._mutate("/actions/shard-move", move, idempotency_key)
+
+    async def batch_job(self, action: BatchJobAction, *, idempotency_key: str) -> MutationResult:
+        return await self._mutate("/actions/batch-job", action, idempotency_key)
+
+    async def change_config(self, change: ConfigChange, *, idempotency_key: str) -> MutationResult:
+        return await self._mutate("/actions/config", change, idempotency_key)
+
+    # --- plumbing --------------------------------------------------------
+
+    async def _mutate(self, path: str, body: BaseModel, idempotency_key: str) -> MutationResult:
+        response = await self._call(
+            "POST",
+            path,
+            json=body.model_dump(mode="json"),
+            headers={"Idempotency-Key": _key(idempotency_key)},
+        )
+        return _parse(MutationResult, response)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        where = f"{method} {self.base_url}/{API_VERSION}{path}"
+        try:
+            response = await self._client.request(
+                method, path, params=params, json=json, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise FleetUnavailable(f"{where}: timed out", reason=type(exc).__name__) from None
+        except httpx.TransportError as exc:
+            raise FleetUnavailable(
+                f"{where}: {type(exc).__name__}: {exc}", reason=str(exc)
+            ) from None
+        if response.is_success:
+            return response
+        raise _error(where, response)
+
+
+def _key(idempotency_key: str) -> str:
+    if not idempotency_key or not idempotency_key.strip():
+        raise ValueError("idempotency_key must be a non-empty string")
+    return idempotency_key
+
+
+def _error(where: str, response: httpx.Response) -> FleetError:
+    status = response.status_code
+    reason = response.reason_phrase or ""
+    field: str | None = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        reason = str(body.get("reason") or body.get("detail") or reason)
+        field = body.get("field") if isinstance(body.get("field"), str) else None
+    detail = f"{reason} (field {field})" if field else reason
+    message = f"{where}: HTTP {status}: {detail}"
+    cls: type[FleetError]
+    if status >= 500:
+        cls = FleetUnavailable
+    elif status in (401, 403):
+        cls = FleetUnauthorized
+    elif status == 404:
+        cls = FleetNotFound
+    elif status == 409:
+        cls = VersionConflict
+    elif status == 422:
+        cls = InvalidRequest
+    else:
+        cls = FleetRejected
+    return cls(message, status=status, reason=detail)
+
+
+def _bad_answer(response: httpx.Response, exc: Exception) -> FleetUnavailable:
+    # A 2xx whose body does not match the contract: the fleet is broken, not the request.
+    return FleetUnavailable(
+        f"{response.request.method} {response.request.url}: answer does not match the "
+        f"contract: {exc}",
+        status=response.status_code,
+        reason="invalid response body",
+    )
+
+
+def _parse(model: type[M], response: httpx.Response) -> M:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise _bad_answer(response, exc) from None

@@ -1,0 +1,105 @@
+"""One running lab: its state, its physics (live or model) and the ground truth."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from orchestrator.lab.config import LabConfig
+from orchestrator.lab.errors import invalid
+from orchestrator.lab.live import LiveEngine
+from orchestrator.lab.model import ModelEngine
+from orchestrator.lab.state import FleetState
+from orchestrator.models import HealthReport, RoutingTable
+
+__all__ = ["AUTO_BUCKETS_LIMIT", "LabRuntime", "Mode"]
+
+Mode = Literal["live", "model"]
+
+#: routing answers carry buckets by default only up to this many (PoPs x buckets)
+AUTO_BUCKETS_LIMIT = 262_144
+
+
+class LabRuntime:
+    def __init__(self, config: LabConfig, mode: Mode = "live", *, seed: int | None = None) -> None:
+        self.config = config
+        self.mode: Mode = mode
+        self.state = FleetState(config)
+        self.live: LiveEngine | None = LiveEngine(self.state, seed=seed) if mode == "live" else None
+        self.model: ModelEngine | None = ModelEngine(self.state) if mode == "model" else None
+        self._routing_cache: dict[bool, tuple[int, bytes]] = {}
+
+    def include_buckets(self, asked: bool | None) -> bool:
+        if asked is not None:
+            return asked
+        return len(self.config.pops) * self.config.bucket_count <= AUTO_BUCKETS_LIMIT
+
+    def routing_json(self, include_buckets: bool) -> bytes:
+        """The routing table as JSON, cached per version: big tables are read often."""
+        version = self.state.routing.version
+        cached = self._routing_cache.get(include_buckets)
+        if cached is None or cached[0] != version:
+            table: RoutingTable = self.state.routing.table(include_buckets=include_buckets)
+            cached = (version, table.model_dump_json().encode())
+            self._routing_cache[include_buckets] = cached
+        return cached[1]
+
+    def health(self, window_s: float | None) -> HealthReport:
+        metrics = self.config.metrics
+        window = metrics.window_s if window_s is None else window_s
+        if not 0 < window <= metrics.retention_s:
+            raise invalid("window_s", f"must be within (0, {metrics.retention_s:g}] seconds")
+        if self.live is not None:
+            return self.live.health(window)
+        assert self.model is not None
+        return self.model.health(window)
+
+    def truth(self) -> dict[str, Any]:
+        """What benchmarks compare measurements against: configured and effective capacity."""
+        cfg = self.config
+        state = self.state
+        effective: dict[str, dict[str, float]] = {}
+        for region in cfg.regions:
+            share = state.batch_share(region.name)
+            down = region.name in state.faults.region_outage
+            effective[region.name] = {
+                s: 0.0 if down else max(round(c.slots * (1 - share)), 1) / (c.service_time_ms / 1e3)
+                for s, c in region.services.items()
+            }
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "capacity_rps": {
+                r.name: {s: c.capacity_rps for s, c in r.services.items()} for r in cfg.regions
+            },
+            "effective_capacity_rps": effective,
+            "front_capacity_rps": {r.name: cfg.front_capacity(r.name) for r in cfg.regions},
+            "pools": {
+                r.name: {s: c.model_dump() for s, c in r.services.items()} for r in cfg.regions
+            },
+            "demand_share": {s.name: s.demand_share for s in cfg.front_services},
+            "cold": cfg.cold.model_dump(),
+            "sessions_ttl_s": cfg.sessions.ttl_s,
+            "bucket_count": cfg.bucket_count,
+            "routing_version": state.routing.version,
+            "audit_entries": len(state.ledger),
+            "shard_primaries": dict(state.shard_primary),
+            "batch_running": dict(state.batch_running),
+            "service_weights": {f"{r}/{s}": w for (r, s), w in state.weights.items()},
+            "faults": state.faults.model_dump(),
+            "configs": {p: {"rev": rev} for p, (rev, _) in state.configs.items()},
+        }
+        if self.live is not None:
+            out["sessions_open"] = self.live.open_sessions()
+        else:
+            out["demand_rps"] = cfg.demand.total_rps
+        return out
+
+    def extra_metrics(self) -> dict[str, dict[str, float]]:
+        extra: dict[str, dict[str, float]] = {
+            "lab_routing_version": {"": float(self.state.routing.version)},
+            "lab_audit_entries": {"": float(len(self.state.ledger))},
+        }
+        if self.live is not None:
+            extra["lab_sessions_open"] = {
+                f'region="{r}"': float(n) for r, n in self.live.open_sessions().items()
+            }
+        return extra

@@ -1,0 +1,17 @@
+"""Health from Prometheus: the fleet's health questions answered with configured PromQL."""
+
+from __future__ import annotations
+
+from orchestrator.promhealth.config import MetricQueries, PromHealthConfig, load_config
+from orchestrator.promhealth.fleet import HealthSource, with_health_source
+from orchestrator.promhealth.source import PrometheusHealth, Sample
+
+__all__ = [
+    "HealthSource",
+    "MetricQueries",
+    "PrometheusHealth",
+    "PromHealthConfig",
+    "Sample",
+    "load_config",
+    "with_health_source",
+]

@@ -1,0 +1,209 @@
+"""Health predicates: pre/post-conditions and step gates of runbook tasks.
+
+A predicate compares one metric of the health report, for one service or the
+region as a whole, in a selection of regions, with a number::
+
+    {metric: rps, service: web, region: "${params.region}", op: "<=", value: 1}
+    {metric: p99_ms, region: "others-of(${params.region})", op: "<", value: 250}
+
+or the same as one line: ``"rps of web in ${params.region} <= 1"``,
+``"p99_ms in others-of(eu-west) < 250"``, ``"error_rate in all < 0.01"``.
+
+The region selector is a region name, ``all``, or ``others-of(a, b)`` (every
+region except those). A predicate holds when every selected region satisfies
+it. Missing data fails the predicate unless ``missing: pass`` says otherwise:
+an unobserved region is not a healthy one (Kraken counts it unhealthy), but a
+fully drained region legitimately serves nothing, so drain post-conditions opt in.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from orchestrator.models import HealthReport, Metrics, StrictModel
+from orchestrator.runbook.types import PARAM_REF_RE, FloatOrRef
+
+__all__ = [
+    "METRICS",
+    "Observation",
+    "Predicate",
+    "PredicateResult",
+    "evaluate",
+    "evaluate_all",
+    "parse_predicate",
+    "select_regions",
+]
+
+MetricName = Literal["rps", "utilization", "p50_ms", "p99_ms", "error_rate"]
+Op = Literal["<", "<=", ">", ">=", "==", "!="]
+
+METRICS: tuple[str, ...] = ("rps", "utilization", "p50_ms", "p99_ms", "error_rate")
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+_SHORTHAND = re.compile(
+    r"^\s*(?P<metric>[a-z_0-9]+)"
+    r"(?:\s+of\s+(?P<service>[A-Za-z0-9_.${}-]+))?"
+    r"(?:\s+in\s+(?P<region>all|others-of\([^)]*\)|[A-Za-z0-9_.${}-]+))?"
+    r"\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$"
+)
+_OTHERS_OF = re.compile(r"^others-of\((?P<names>[^)]*)\)$")
+_REGION_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def parse_predicate(text: str) -> dict[str, Any]:
+    """The structured form of a one-line predicate; raises ``ValueError`` saying the grammar."""
+    match = _SHORTHAND.match(text)
+    if match is None:
+        raise ValueError(
+            f"cannot read predicate {text!r}: expected "
+            "'METRIC [of SERVICE] [in REGION|all|others-of(R)] OP NUMBER'"
+        )
+    form: dict[str, Any] = {
+        "metric": match["metric"],
+        "op": match["op"],
+        "value": match["value"],
+    }
+    if match["service"]:
+        form["service"] = match["service"]
+    if match["region"]:
+        form["region"] = match["region"]
+    return form
+
+
+class Predicate(StrictModel):
+    """One comparison of a health metric against a number, over selected regions."""
+
+    metric: MetricName
+    #: the service whose metrics count; None means the region's own aggregate
+    service: str | None = None
+    #: a region name, ``all`` or ``others-of(a, b)``
+    region: str = "all"
+    op: Op
+    value: FloatOrRef
+    #: what a region without data means for this predicate
+    missing: Literal["fail", "pass"] = "fail"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return parse_predicate(data)
+        return data
+
+    @field_validator("region")
+    @classmethod
+    def _selector(cls, value: str) -> str:
+        if PARAM_REF_RE.search(value):
+            return value  # checked again once bound
+        if value == "all" or _REGION_NAME.match(value):
+            return value
+        others = _OTHERS_OF.match(value)
+        if others and all(_REGION_NAME.match(n.strip()) for n in others["names"].split(",")):
+            return value
+        raise ValueError(f"region selector {value!r}: use a region name, 'all' or 'others-of(R)'")
+
+    def describe(self) -> str:
+        """The one-line form, readable in findings and progress output."""
+        subject = self.metric + (f" of {self.service}" if self.service else "")
+        return (
+            f"{subject} in {self.region} {self.op} {self.value:g}"
+            if isinstance(self.value, float)
+            else f"{subject} in {self.region} {self.op} {self.value}"
+        )
+
+
+class Observation(StrictModel):
+    region: str
+    #: the observed value; None when the region reported no data
+    value: float | None
+    ok: bool
+
+
+class PredicateResult(StrictModel):
+    predicate: str
+    ok: bool
+    observations: list[Observation] = Field(default_factory=list)
+    #: one line naming the regions that failed and their values
+    message: str
+
+
+def select_regions(selector: str, regions: Sequence[str]) -> list[str]:
+    """The regions a selector names, given every region of the fleet.
+
+    A single name need not be in ``regions`` (a drained region may have left the
+    active set); ``others-of`` names that are unknown are simply not excluded.
+    """
+    if selector == "all":
+        return list(regions)
+    others = _OTHERS_OF.match(selector)
+    if others:
+        excluded = {n.strip() for n in others["names"].split(",")}
+        return [r for r in regions if r not in excluded]
+    if PARAM_REF_RE.search(selector):
+        raise ValueError(f"region selector {selector!r} still holds an unbound parameter")
+    return [selector]
+
+
+def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metrics:
+    if service is None:
+        return health.region(region)
+    for entry in health.services:
+        if entry.region == region and entry.service == service:
+            return entry
+    return Metrics()
+
+
+def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str]) -> PredicateResult:
+    """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet."""
+    if isinstance(predicate.value, str):
+        raise ValueError(f"predicate {predicate.describe()!r} still holds an unbound parameter")
+    compare = _OPS[predicate.op]
+    observations: list[Observation] = []
+    for region in select_regions(predicate.region, regions):
+        metrics = _metrics_for(health, region, predicate.service)
+        value = getattr(metrics, predicate.metric)
+        if value is None or metrics.missing:
+            observations.append(
+                Observation(region=region, value=None, ok=predicate.missing == "pass")
+            )
+        else:
+            observations.append(
+                Observation(region=region, value=value, ok=compare(value, predicate.value))
+            )
+    failed = [o for o in observations if not o.ok]
+    text = predicate.describe()
+    if not observations:
+        message = f"{text}: no region selected"
+    elif not failed:
+        message = f"{text}: holds"
+    else:
+        shown = ", ".join(
+            f"{o.region}={'no data' if o.value is None else f'{o.value:g}'}" for o in failed
+        )
+        message = f"{text}: fails in {shown}"
+    return PredicateResult(
+        predicate=text,
+        ok=bool(observations) and not failed,
+        observations=observations,
+        message=message,
+    )
+
+
+def evaluate_all(
+    predicates: Sequence[Predicate], health: HealthReport, regions: Sequence[str]
+) -> list[PredicateResult]:
+    """Every predicate's result, in order (callers decide whether one failure stops them)."""
+    return [evaluate(p, health, regions) for p in predicates]

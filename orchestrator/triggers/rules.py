@@ -1,0 +1,139 @@
+"""Which runbooks an alert starts, with which parameters, under which workflow id.
+
+Pure: runbooks and an alert in, decisions out. A runbook's first trigger whose
+alertname and matchers fit the alert's labels decides; its label mapping fills
+the runbook's parameters, each coerced by the parameter's own type, so a label
+such as ``max_pct="lots"`` ignores that alert (with the reason) and nothing else.
+
+The workflow id is ``<runbook>-alert-<hash>`` where the hash covers the dedup key
+(the Alertmanager ``groupKey``, or the alert's fingerprint when the trigger is
+per alert) and the filled parameters. The same group firing again therefore maps
+to the same id, which Temporal refuses to start twice while it is open; two
+alerts of one group that ask for different regions still get a run each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from orchestrator.contracts.runbook import runbook_workflow_id
+from orchestrator.exceptions import RunbookError
+from orchestrator.runbook.params import resolve_parameters, substitute
+from orchestrator.runbook.spec import Runbook, Trigger
+from orchestrator.runbook.types import parse_duration
+from orchestrator.triggers.payload import Alert
+
+__all__ = [
+    "DedupScope",
+    "Ignored",
+    "TriggerMatch",
+    "dedup_scope",
+    "manual_workflow_id",
+    "match_alert",
+    "stable_hash",
+]
+
+DedupScope = Literal["group", "alert"]
+
+
+class TriggerMatch(BaseModel):
+    """An alert that asks for a run of ``runbook``."""
+
+    runbook: str
+    alertname: str
+    scope: DedupScope
+    #: the groupKey or the fingerprint, as Alertmanager sent it
+    key: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    workflow_id: str
+    cooldown_s: float = Field(ge=0)
+
+
+class Ignored(BaseModel):
+    """An alert (for ``runbook``, when one matched) that starts nothing, and why."""
+
+    runbook: str | None = None
+    reason: str
+
+
+def stable_hash(*parts: Any, length: int = 16) -> str:
+    """A short hex digest of ``parts`` that is the same in every process and release."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def dedup_scope(trigger: Trigger) -> DedupScope:
+    """``alert`` when the trigger asks for one run per alert, else one run per group.
+
+    Read with getattr: the runbook format may not declare ``per_alert`` yet, and a
+    trigger without it deduplicates per group (Alertmanager's own unit of notification).
+    """
+    return "alert" if getattr(trigger, "per_alert", False) else "group"
+
+
+def _cooldown(trigger: Trigger, parameters: Mapping[str, Any], runbook: Runbook) -> float:
+    value = trigger.cooldown
+    if isinstance(value, str):
+        value = substitute(value, parameters, runbook.parameters)
+    return parse_duration(value)
+
+
+def _match_one(runbook: Runbook, trigger: Trigger, alert: Alert, group_key: str) -> TriggerMatch:
+    """The match for ``alert`` on ``trigger``; raises ``RunbookError`` with the reason."""
+    absent = sorted(
+        f"{label} (for parameter {param})"
+        for param, label in trigger.parameters.items()
+        if label not in alert.labels
+        and (declared := runbook.parameters.get(param)) is not None
+        and declared.required
+    )
+    if absent:
+        raise RunbookError(f"alert has no label {', '.join(absent)}")
+    parameters = resolve_parameters(runbook, trigger.parameters_from(alert.labels))
+    try:
+        cooldown = _cooldown(trigger, parameters, runbook)
+    except (KeyError, ValueError) as exc:
+        raise RunbookError(f"trigger {trigger.alertname}: cooldown: {exc}") from None
+    scope = dedup_scope(trigger)
+    key = alert.fingerprint if scope == "alert" else group_key
+    digest = stable_hash(scope, key, parameters)
+    return TriggerMatch(
+        runbook=runbook.name,
+        alertname=alert.alertname,
+        scope=scope,
+        key=key,
+        parameters=parameters,
+        workflow_id=runbook_workflow_id(runbook.name, f"alert-{digest}"),
+        cooldown_s=cooldown,
+    )
+
+
+def match_alert(
+    runbooks: Sequence[Runbook], alert: Alert, group_key: str
+) -> list[TriggerMatch | Ignored]:
+    """One decision per runbook with a trigger for the alert; ``[Ignored]`` when none has."""
+    decisions: list[TriggerMatch | Ignored] = []
+    for runbook in runbooks:
+        trigger = next((t for t in runbook.triggers if t.matches(alert.labels)), None)
+        if trigger is None:
+            continue
+        try:
+            decisions.append(_match_one(runbook, trigger, alert, group_key))
+        except RunbookError as exc:
+            reason = str(exc).removeprefix(f"runbook {runbook.name}: ")
+            decisions.append(Ignored(runbook=runbook.name, reason=reason))
+    if not decisions:
+        decisions.append(
+            Ignored(reason=f"no runbook trigger matches alertname={alert.alertname!r}")
+        )
+    return decisions
+
+
+def manual_workflow_id(runbook: str, idempotency_key: str) -> str:
+    """The id of a run started by hand; the same idempotency key maps to the same run."""
+    return runbook_workflow_id(runbook, f"manual-{stable_hash(idempotency_key)}")

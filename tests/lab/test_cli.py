@@ -1,0 +1,81 @@
+"""The CLI: `lab serve` as a real process, `status`, and `lab traffic` driving Locust."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from tests.fixtures.lab import LabFactory, RunningLab, launch_lab
+from tests.fixtures.ports import free_port
+
+runner = CliRunner()
+
+
+class TestServe:
+    """`orchestrator lab serve` serves the contract; /lab exists only with --faults."""
+
+    async def test_subprocess_without_faults(self, start_lab: LabFactory) -> None:
+        lab = await start_lab(mode="model", subprocess=True, token="proc-token-1")
+        headers = {"Authorization": "Bearer proc-token-1"}
+        async with httpx.AsyncClient(base_url=lab.url, headers=headers) as client:
+            truth = await client.get("/lab/truth")
+            topology = await client.get("/v1/topology")
+        assert truth.status_code == 404
+        assert topology.status_code == 200
+        assert lab._process is not None
+        lab.stop()
+        assert lab._process.stderr is not None
+        assert b"proc-token-1" not in lab._process.stderr.read()
+
+    def test_bad_config_is_one_line(self, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        bad = tmp_path / "lab.yaml"
+        bad.write_text("regions: []\n")
+        result = runner.invoke(app, ["lab", "serve", "--config", str(bad), "--port", "0"])
+        assert result.exit_code == 1
+        assert "error:" in result.output and "Traceback" not in result.output
+
+
+class TestStatus:
+    """`orchestrator status` shows regions and a routing summary, or one error line."""
+
+    def test_json(self, lab_server: RunningLab) -> None:
+        result = runner.invoke(app, ["status", "--json", "--fleet", lab_server.url])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        assert [r["region"] for r in report["regions"]] == ["us-east", "us-west", "eu-west"]
+        assert sum(report["routing"]["demand_share"].values()) == pytest.approx(1.0)
+
+    def test_table(self, lab_server: RunningLab) -> None:
+        result = runner.invoke(app, ["status", "--fleet", lab_server.url])
+        assert result.exit_code == 0, result.output
+        assert "us-east" in result.output and "routing v" in result.output
+
+    def test_unreachable(self) -> None:
+        result = runner.invoke(app, ["status", "--fleet", f"http://127.0.0.1:{free_port()}"])
+        assert result.exit_code == 1
+        assert "error:" in result.output and "Traceback" not in result.output
+
+
+class TestTraffic:
+    """`orchestrator lab traffic` runs Locust in its own process, spread over the PoPs."""
+
+    def test_short_run_reaches_every_pop(self) -> None:
+        lab = launch_lab(mode="live")
+        try:
+            result = runner.invoke(
+                app, ["lab", "traffic", "--rps", "40", "--duration", "4", "--lab", lab.url]
+            )
+            health = httpx.get(f"{lab.url}/v1/health").json()
+        finally:
+            lab.stop()
+        assert result.exit_code == 0, result.output
+        by_pop = {p["pop"]: p["samples"] for p in health["pops"]}
+        assert all(n > 0 for n in by_pop.values()), by_pop
+        # nyc has 3x sea's demand weight
+        assert by_pop["nyc"] > by_pop["sea"]
+        total = sum(by_pop.values())
+        assert 80 <= total <= 200  # ~40 rps for ~4 s

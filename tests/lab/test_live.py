@@ -1,0 +1,170 @@
+"""Live physics: health numbers come from requests really queued, served and measured."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from orchestrator.lab.runtime import LabRuntime
+from orchestrator.models import BatchJobAction, RoutingWrite, ServiceWeightChange, ShardMove
+from orchestrator.policy.buckets import bucket_of
+from tests.lab.configs import small_config
+
+
+def _runtime(**overrides: object) -> LabRuntime:
+    return LabRuntime(small_config(**overrides), "live", seed=1)
+
+
+async def _timed(runtime: LabRuntime, user: str, service: str = "web") -> tuple[int, dict, float]:
+    assert runtime.live is not None
+    start = time.perf_counter()
+    answer = await runtime.live.serve_edge("p", user, service)
+    return answer.status, answer.body, (time.perf_counter() - start) * 1000.0
+
+
+def _route_all(runtime: LabRuntime, region: str, key: str) -> None:
+    state = runtime.state
+    state.write_routing(
+        RoutingWrite(fractions={"p": {region: 1.0}}),
+        if_match=state.routing.version,
+        key=key,
+        include_buckets=False,
+    )
+
+
+class TestSlotsAndQueue:
+    """A pool serves ``slots`` at once, queues ``queue_limit`` more, and answers 503 beyond."""
+
+    async def test_burst_beyond_the_queue_gets_503(self) -> None:
+        runtime = _runtime()
+        answers = await asyncio.gather(*(_timed(runtime, f"u{i}") for i in range(10)))
+        statuses = sorted(a[0] for a in answers)
+        assert statuses.count(200) == 4  # 2 slots + 2 queued
+        assert statuses.count(503) == 6
+        assert {a[1].get("error") for a in answers if a[0] == 503} == {"Overloaded"}
+        health = runtime.health(10)
+        region = health.region("a")
+        assert region.samples == 10
+        assert region.error_rate == 0.6
+        web = next(s for s in health.services if s.region == "a" and s.service == "web")
+        assert web.samples == 10
+        assert web.utilization is not None and web.utilization > 0
+
+    async def test_queued_requests_wait_for_a_slot(self) -> None:
+        runtime = _runtime()
+        answers = await asyncio.gather(*(_timed(runtime, f"q{i}") for i in range(4)))
+        latencies = sorted(a[2] for a in answers)
+        # two served at once, the two queued ones wait one service time more
+        assert latencies[0] < 70
+        assert latencies[-1] >= 78
+
+    async def test_no_traffic_is_missing_data_not_zero(self) -> None:
+        health = _runtime().health(10)
+        for entry in [*health.regions, *health.services, *health.pops]:
+            assert entry.samples == 0
+            assert entry.rps is None and entry.p99_ms is None and entry.error_rate is None
+
+
+class TestColdBuckets:
+    """A bucket new to a region is served cold (factor x slower) until it warms."""
+
+    async def test_moved_bucket_is_slower_in_its_new_region(self) -> None:
+        runtime = _runtime()
+        warm = await _timed(runtime, "cold-user")
+        _route_all(runtime, "b", "to-b")
+        cold = await _timed(runtime, "cold-user")
+        assert warm[1]["region"] == "a" and cold[1]["region"] == "b"
+        assert warm[2] < 80  # 40 ms web + 1 ms kv, all in a
+        assert cold[2] >= 120 + 60  # 3 x 40 ms web in b, + the RTT back to kv in a
+
+    async def test_bucket_warms_after_enough_requests(self) -> None:
+        runtime = _runtime(cold={"factor": 3.0, "warm_after_s": 30, "warm_after_requests": 2})
+        _route_all(runtime, "b", "to-b")
+        times = [(await _timed(runtime, "warming", "sessions"))[2] for _ in range(3)]
+        assert times[0] >= 60 and times[1] >= 60  # cold: 3 x 20 ms
+        assert times[2] < 45
+
+
+class TestStickySessions:
+    """A sticky user stays on its region through routing changes until torn down."""
+
+    async def test_session_survives_a_routing_change_until_weight_zero(self) -> None:
+        runtime = _runtime()
+        first = await _timed(runtime, "alice", "sessions")
+        _route_all(runtime, "b", "move")
+        kept = await _timed(runtime, "alice", "sessions")
+        runtime.state.set_service_weight(
+            ServiceWeightChange(region="a", service="sessions", weight=0.0), key="teardown"
+        )
+        moved = await _timed(runtime, "alice", "sessions")
+        assert first[1] == {**first[1], "region": "a", "session": "new"}
+        assert kept[1]["region"] == "a" and kept[1]["session"] == "kept"
+        assert moved[1]["region"] == "b" and moved[1]["session"] == "new"
+        assert runtime.live is not None
+        assert runtime.live.open_sessions() == {"a": 0, "b": 1}
+
+
+class TestDependenciesAndActions:
+    """Remote kv primaries cost RTT; pool weights forward; batch jobs take slots."""
+
+    async def test_remote_shard_primary_pays_inter_region_rtt(self) -> None:
+        runtime = _runtime()
+        local = await _timed(runtime, "bob")
+        runtime.state.move_shards(ShardMove(shards=["kv-0000", "kv-0001"], to_region="b"), key="mv")
+        remote = await _timed(runtime, "bob")
+        assert remote[2] - local[2] >= 55  # the 60 ms a<->b RTT
+
+    async def test_weight_zero_forwards_to_the_other_region(self) -> None:
+        runtime = _runtime()
+        runtime.state.set_service_weight(
+            ServiceWeightChange(region="a", service="web", weight=0.0), key="w0"
+        )
+        answers = [await _timed(runtime, f"f{i}") for i in range(3)]
+        assert {a[1]["region"] for a in answers} == {"b"}
+
+    async def test_running_batch_job_halves_the_slots(self) -> None:
+        runtime = _runtime()
+        assert runtime.live is not None
+        runtime.state.batch_job(BatchJobAction(job="job", action="start"), key="b1")
+        assert runtime.live.pools[("a", "web")].slots == 1
+        assert runtime.live.pools[("a", "kv")].slots == 25
+        assert runtime.live.pools[("b", "web")].slots == 2
+        runtime.state.batch_job(BatchJobAction(job="job", action="stop"), key="b2")
+        assert runtime.live.pools[("a", "web")].slots == 2
+
+
+class TestFaults:
+    """An outage fails the region's requests, and health shows it as errors, not silence."""
+
+    async def test_region_outage(self) -> None:
+        runtime = _runtime()
+        runtime.state.faults = runtime.state.faults.model_copy(update={"region_outage": ["a"]})
+        answers = [await _timed(runtime, f"o{i}") for i in range(4)]
+        assert {a[0] for a in answers} == {503}
+        region = runtime.health(10).region("a")
+        assert region.samples == 4 and region.error_rate == 1.0 and region.p99_ms is None
+
+    async def test_users_hash_to_stable_buckets(self) -> None:
+        runtime = _runtime()
+        _, body, _ = await _timed(runtime, "carol")
+        assert body["bucket"] == bucket_of("carol", 1024)
+
+
+class TestWarmthFollowsRouting:
+    """A bucket warms with time in its new region; one that returns soon finds it warm."""
+
+    async def test_time_warms_a_moved_bucket(self) -> None:
+        runtime = _runtime(cold={"factor": 3.0, "warm_after_s": 0.2, "warm_after_requests": 1000})
+        _route_all(runtime, "b", "to-b")
+        await asyncio.sleep(0.3)
+        status, body, latency = await _timed(runtime, "patient", "sessions")
+        assert status == 200 and body["region"] == "b"
+        assert latency < 45  # warm: 20 ms, not 60
+
+    async def test_quick_return_is_warm(self) -> None:
+        runtime = _runtime()
+        _route_all(runtime, "b", "away")
+        _route_all(runtime, "a", "back")
+        _, body, latency = await _timed(runtime, "returning")
+        assert body["region"] == "a"
+        assert latency < 80

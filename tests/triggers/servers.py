@@ -1,0 +1,119 @@
+"""Real processes and servers for the end-to-end tests: Alertmanager and the trigger server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from tests.fixtures.ports import free_port
+
+ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
+
+
+async def wait_http(
+    url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    async with httpx.AsyncClient(timeout=1.0) as http:
+        for _ in range(int(timeout_s / 0.1)):
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url)).status_code == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: FastAPI) -> AsyncIterator[str]:
+    """``app`` under uvicorn on 127.0.0.1:<free port> in this event loop; yields its base URL."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        await wait_http(f"http://127.0.0.1:{port}/healthz", 10.0)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10.0)
+
+
+def alertmanager_config(webhook_url: str, token: str, repeat: str = "2s") -> str:
+    """A single route to the trigger server, authenticated the way real deployments do."""
+    return f"""
+route:
+  receiver: orchestrator
+  group_by: [alertname, region]
+  group_wait: 500ms
+  group_interval: 1s
+  repeat_interval: {repeat}
+receivers:
+  - name: orchestrator
+    webhook_configs:
+      - url: {webhook_url}
+        send_resolved: true
+        http_config:
+          authorization:
+            type: Bearer
+            credentials: {token}
+"""
+
+
+def _spawn(binary: Path, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    if not binary.is_file():
+        pytest.fail(
+            f"{binary} missing: run scripts/install-system-deps.sh (make test does)",
+            pytrace=False,
+        )
+    with log_path.open("wb") as log:
+        return subprocess.Popen([str(binary), *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def binary_server(
+    binary: Path, args: list[str], ready_url: str, log_path: Path
+) -> AsyncIterator[None]:
+    """Runs ``binary args`` until the block ends, once ``ready_url`` answers 200."""
+    proc = _spawn(binary, args, log_path)
+    try:
+        await wait_http(ready_url, 30.0, proc)
+        yield
+    finally:
+        _stop(proc)
+
+
+@contextlib.asynccontextmanager
+async def alertmanager(tmp: Path, config: str) -> AsyncIterator[str]:
+    """A real Alertmanager (clustering off) on a free port; yields its base URL."""
+    config_file = tmp / "alertmanager.yml"
+    config_file.write_text(config)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = [
+        f"--config.file={config_file}",
+        f"--storage.path={tmp / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+        "--log.level=warn",
+    ]
+    async with binary_server(ALERTMANAGER, args, f"{base}/-/ready", tmp / "alertmanager.log"):
+        yield base

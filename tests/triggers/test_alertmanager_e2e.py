@@ -1,0 +1,97 @@
+"""End to end: a real Alertmanager delivers to the trigger server, which starts runs on Temporal."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from orchestrator.contracts.runbook import AlertResolvedInput
+from orchestrator.triggers.starter import StartRequest, StartResult, TemporalRunStarter
+from tests.triggers.conftest import TemporalStack, make_app
+from tests.triggers.payloads import TOKEN, runbook
+from tests.triggers.servers import alertmanager, alertmanager_config, serve_app
+from tests.triggers.test_temporal_intake import wait_visible
+
+
+@dataclass
+class CountingStarter:
+    """The Temporal starter, recording what each delivery asked for."""
+
+    inner: TemporalRunStarter
+    starts: list[StartResult] = field(default_factory=list)
+    signalled: list[str | None] = field(default_factory=list)
+
+    async def start(self, request: StartRequest) -> StartResult:
+        result = await self.inner.start(request)
+        self.starts.append(result)
+        return result
+
+    async def signal_resolved(self, workflow_id: str, signal: AlertResolvedInput) -> str | None:
+        run_id = await self.inner.signal_resolved(workflow_id, signal)
+        self.signalled.append(run_id)
+        return run_id
+
+    async def open_run(self, workflow_id: str) -> str | None:
+        return await self.inner.open_run(workflow_id)
+
+    async def last_start(self, runbook: str, since: datetime) -> datetime | None:
+        return await self.inner.last_start(runbook, since)
+
+
+async def _until(predicate: Any, timeout_s: float, what: str) -> None:
+    for _ in range(int(timeout_s / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+class TestRealAlertmanager:
+    """One alert starts exactly one run, repeats start none, and resolution reaches the run."""
+
+    async def test_alert_to_run_to_resolution(
+        self, temporal_stack: TemporalStack, unique: str, tmp_path: Path
+    ) -> None:
+        name = f"drain-{unique}"
+        starter = CountingStarter(temporal_stack.starter)
+        app = make_app([runbook(name)], starter)
+        labels = {"alertname": "RegionErrorRate", "severity": "critical", "region": "eu-west"}
+        now = datetime.now(UTC)
+        firing = [
+            {"labels": labels, "annotations": {"summary": "errors"}, "startsAt": now.isoformat()}
+        ]
+        async with (
+            serve_app(app) as base,
+            alertmanager(
+                tmp_path, alertmanager_config(f"{base}/v1/alerts/alertmanager", TOKEN)
+            ) as am,
+            httpx.AsyncClient(base_url=am, timeout=5.0) as http,
+        ):
+            assert (await http.post("/api/v2/alerts", json=firing)).status_code == 200
+            await _until(lambda: len(starter.starts) >= 1, 15, "the first delivery")
+            first = starter.starts[0]
+            assert first.started
+
+            # The same alert again, and Alertmanager's own repeats (repeat_interval 2s).
+            assert (await http.post("/api/v2/alerts", json=firing)).status_code == 200
+            await _until(lambda: len(starter.starts) >= 3, 15, "repeated deliveries")
+            assert [s.started for s in starter.starts].count(True) == 1
+            assert all(s.run_id == first.run_id for s in starter.starts)
+            assert await wait_visible(temporal_stack.client, f'Runbook = "{name}"', 1) == 1
+
+            ended = dict(firing[0], endsAt=(datetime.now(UTC) - timedelta(seconds=1)).isoformat())
+            assert (await http.post("/api/v2/alerts", json=[ended])).status_code == 200
+            handle = temporal_stack.client.get_workflow_handle(
+                first.workflow_id, result_type=list[AlertResolvedInput]
+            )
+            signals = await asyncio.wait_for(handle.result(), 20)
+            assert [s.alertname for s in signals] == ["RegionErrorRate"]
+            assert signals[0].ends_at is not None
+            assert first.run_id in starter.signalled
+        count = (await temporal_stack.client.count_workflows(f'Runbook = "{name}"')).count
+        assert count == 1

@@ -1,0 +1,141 @@
+"""The trigger server against a real Temporal dev server and the stand-in RunbookWorkflow."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from orchestrator.contracts.runbook import AlertResolvedInput, RunbookRunInput
+from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+from tests.triggers.conftest import AUTH, TemporalStack, asgi_client, make_app
+from tests.triggers.payloads import alert, notification, runbook
+
+URL = "/v1/alerts/alertmanager"
+
+
+async def wait_visible(client: Client, query: str, count: int, timeout_s: float = 10.0) -> int:
+    """Visibility is eventually consistent: poll until ``count`` runs match ``query``."""
+    seen = -1
+    for _ in range(int(timeout_s / 0.1)):
+        seen = (await client.count_workflows(query)).count
+        if seen >= count:
+            return seen
+        await asyncio.sleep(0.1)
+    return seen
+
+
+class TestRunLifecycle:
+    """Firing starts one run; firing again dedups; resolved signals it; a closed id may start again."""
+
+    async def test_fire_dedup_resolve_and_start_again(
+        self, temporal_stack: TemporalStack, unique: str
+    ) -> None:
+        name = f"drain-{unique}"
+        app = make_app([runbook(name)], temporal_stack.starter)
+        firing = notification(alert(region="eu-west"), group_key=f"group-{unique}")
+        async with asgi_client(app) as http:
+            first = (await http.post(URL, json=firing, headers=AUTH)).json()["results"][0]
+            again = (await http.post(URL, json=firing, headers=AUTH)).json()["results"][0]
+            assert first["outcome"] == "started"
+            assert again["outcome"] == "deduplicated"
+            assert again["run_id"] == first["run_id"]
+
+            handle = temporal_stack.client.get_workflow_handle(first["workflow_id"])
+            started = await handle.query("started_with", result_type=RunbookRunInput)
+            assert started.parameters == {"region": "eu-west", "max_pct": 50}
+            assert started.trigger is not None and started.trigger.source == "alertmanager"
+            attrs = (await handle.describe()).typed_search_attributes
+            assert (attrs.get(RUNBOOK), attrs.get(RUN_KIND), attrs.get(REGION)) == (
+                name,
+                "drain",
+                "eu-west",
+            )
+
+            resolved_alert = alert("resolved", region="eu-west", ends_at="2024-05-01T10:05:00Z")
+            resolved = notification(resolved_alert, group_key=f"group-{unique}")
+            signalled = (await http.post(URL, json=resolved, headers=AUTH)).json()["results"][0]
+            assert signalled["outcome"] == "signalled"
+            assert signalled["run_id"] == first["run_id"]
+            result = await temporal_stack.client.get_workflow_handle(
+                first["workflow_id"], result_type=list[AlertResolvedInput]
+            ).result()
+            assert [s.fingerprint for s in result] == [resolved_alert["fingerprint"]]
+
+            late = (await http.post(URL, json=resolved, headers=AUTH)).json()["results"][0]
+            assert late["outcome"] == "ignored" and "no run" in late["reason"]
+
+            restarted = (await http.post(URL, json=firing, headers=AUTH)).json()["results"][0]
+            assert restarted["outcome"] == "started"
+            assert restarted["workflow_id"] == first["workflow_id"]
+            assert restarted["run_id"] != first["run_id"]
+            await temporal_stack.client.get_workflow_handle(restarted["workflow_id"]).signal(
+                "finish"
+            )
+
+    async def test_concurrent_duplicates_start_exactly_one(
+        self, temporal_stack: TemporalStack, unique: str
+    ) -> None:
+        name = f"drain-{unique}"
+        app = make_app([runbook(name)], temporal_stack.starter)
+        body = notification(alert(region="eu-west"), group_key=f"group-{unique}")
+        async with asgi_client(app) as http:
+            responses = await asyncio.gather(
+                *(http.post(URL, json=body, headers=AUTH) for _ in range(15))
+            )
+        outcomes = sorted(r.json()["results"][0]["outcome"] for r in responses)
+        assert outcomes == ["deduplicated"] * 14 + ["started"]
+        query = f'Runbook = "{name}"'
+        assert await wait_visible(temporal_stack.client, query, 1) == 1
+        run_ids = {r.json()["results"][0]["run_id"] for r in responses}
+        assert len(run_ids) == 1
+        await temporal_stack.client.get_workflow_handle(
+            responses[0].json()["results"][0]["workflow_id"]
+        ).signal("finish")
+
+
+class TestCooldownAcrossRestart:
+    """A new server process learns the last start from Temporal's visibility."""
+
+    async def test_new_server_honours_the_cooldown(
+        self, temporal_stack: TemporalStack, unique: str
+    ) -> None:
+        name = f"drain-{unique}"
+        rb = runbook(name, cooldown="10m")
+        async with asgi_client(make_app([rb], temporal_stack.starter)) as http:
+            first = await http.post(
+                URL, json=notification(alert(region="a"), group_key=f"a-{unique}"), headers=AUTH
+            )
+        assert first.json()["results"][0]["outcome"] == "started"
+        assert await wait_visible(temporal_stack.client, f'Runbook = "{name}"', 1) == 1
+
+        async with asgi_client(make_app([rb], temporal_stack.starter)) as http:
+            other = await http.post(
+                URL, json=notification(alert(region="b"), group_key=f"b-{unique}"), headers=AUTH
+            )
+        result = other.json()["results"][0]
+        assert result["outcome"] == "ignored"
+        assert result["reason"].startswith("cooldown:")
+        await temporal_stack.client.get_workflow_handle(
+            first.json()["results"][0]["workflow_id"]
+        ).signal("finish")
+
+
+class TestManualOverTemporal:
+    """A manual start runs the runbook with validated, typed parameters."""
+
+    async def test_manual_start(self, temporal_stack: TemporalStack, unique: str) -> None:
+        name = f"drain-{unique}"
+        async with asgi_client(make_app([runbook(name)], temporal_stack.starter)) as http:
+            response = await http.post(
+                f"/v1/runbooks/{name}/runs",
+                json={"parameters": {"region": "us-east", "max_pct": "20"}, "requested_by": "ana"},
+                headers=AUTH,
+            )
+        assert response.status_code == 201
+        handle = temporal_stack.client.get_workflow_handle(response.json()["workflow_id"])
+        started = await handle.query("started_with", result_type=RunbookRunInput)
+        assert started.parameters == {"region": "us-east", "max_pct": 20}
+        assert started.requested_by == "ana"
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        await handle.signal("finish")
