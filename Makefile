@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy orchestrator workflows
 
 demo: $(STAMP)
-	$(BIN)/orchestrator demo
+	@echo 'make demo: the main scenario (issue 10) is not built yet; see README "Status".' >&2; exit 1
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
