@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         TaskPhase,
         TaskState,
     )
-    from orchestrator.policy.runbook_report import critical_path_of, p75
+    from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import Task
     from orchestrator.runbook.templates import REGISTRY
     from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
@@ -86,7 +86,7 @@ class RunbookWorkflow:
         )
         for task_id, seconds in history.items():
             if task_id in self.tasks and seconds:
-                self.tasks[task_id].expected_s = p75(seconds)
+                self.tasks[task_id].expected_s = percentile(seconds, 0.75)
         self._event(f"{self.mode} run of {rb.name} by {inp.requested_by}")
         running: dict[str, asyncio.Task[None]] = {}
         while self.abort is None and self.rollback_reason is None:
@@ -118,7 +118,12 @@ class RunbookWorkflow:
             retry_policy=RETRY,
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
-        path, length = critical_path_of(rb, {k: v for k, v in durations.items() if v is not None})
+        # The planner's DAG, timed by what each task actually took (0 if it did not run).
+        ran = dag_of(rb)
+        ran.tasks = [
+            t.model_copy(update={"duration_s": durations.get(t.id) or 0.0}) for t in ran.tasks
+        ]
+        path = critical_path(ran)
         return RunbookReport(
             runbook=rb.name,
             workflow_id=info.workflow_id,
@@ -127,8 +132,8 @@ class RunbookWorkflow:
             started_at=started,
             finished_at=workflow.now(),
             tasks=list(self.tasks.values()),
-            critical_path=path,
-            critical_path_s=length,
+            critical_path=path.tasks,
+            critical_path_s=path.length_s,
             sequential_s=sum(v for v in durations.values() if v is not None),
             events=self.events,
         )

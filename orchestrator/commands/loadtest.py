@@ -13,23 +13,20 @@ import asyncio
 import getpass
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from rich.table import Table
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError
 from typer._click.core import Context
 from typer.core import TyperGroup
 
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
-from orchestrator.commands.platform import settings_or_exit
+from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import (
     AbortInput,
@@ -39,13 +36,10 @@ from orchestrator.contracts.load_test import (
     PolicyChoice,
     StepSummary,
 )
-from orchestrator.exceptions import OrchestratorError
 from orchestrator.policy.health_metrics import HealthMetric, default_lab_metrics
-from orchestrator.temporal import connect
 
 __all__ = ["app", "parse_metrics"]
 
-T = TypeVar("T")
 
 #: metric keys ``--metric`` knows, and the threshold option of default_lab_metrics each sets
 METRIC_THRESHOLDS = {
@@ -100,24 +94,6 @@ def parse_metrics(
     return [m for m in metrics if m.key in keys]
 
 
-def _run(body: Callable[[Client, Settings], Awaitable[T]]) -> T:
-    settings = settings_or_exit()
-
-    async def main() -> T:
-        return await body(await connect(settings), settings)
-
-    try:
-        return asyncio.run(main())
-    except OrchestratorError as exc:
-        fail(str(exc), code=2)
-    except WorkflowFailureError as exc:
-        fail(f"load test failed: {exc.cause or exc}")
-    except WorkflowUpdateFailedError as exc:
-        fail(f"refused: {exc.cause}")
-    except RPCError as exc:
-        fail(f"Temporal refused the request: {exc.message}")
-
-
 @app.command("run", hidden=True)
 def run(
     region: str = typer.Argument(..., help="The region to load."),
@@ -166,7 +142,7 @@ def run(
             await _follow(client, wid)
         return await handle.result()
 
-    result = _run(body)
+    result = with_client(body, "load test")
     if result is None:
         if as_json:
             print_json({"workflow_id": wid})
@@ -193,7 +169,7 @@ def report(
             return await handle.query("progress", result_type=LoadTestProgress)
         return await handle.result()
 
-    answer = _run(body)
+    answer = with_client(body, "load test")
     if as_json:
         print_json(answer)
     elif isinstance(answer, LoadTestResult):
@@ -218,7 +194,7 @@ def abort(
             result_type=LoadTestProgress,
         )
 
-    progress = _run(body)
+    progress = with_client(body, "load test")
     if as_json:
         print_json(progress)
     else:

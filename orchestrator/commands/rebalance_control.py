@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import getpass
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -13,13 +11,11 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.service import RPCError
 
-from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
-from orchestrator.commands.platform import settings_or_exit
+from orchestrator.commands.output import JSON_OPTION, console, print_json
+from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
@@ -28,30 +24,10 @@ from orchestrator.contracts.rebalancer import (
     RebalancerStatus,
     ResumeInput,
 )
-from orchestrator.exceptions import OrchestratorError
 from orchestrator.policy.taiji_model import Constraints
-from orchestrator.temporal import connect
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 __all__ = ["register"]
-
-T = TypeVar("T")
-
-
-def _run(body: Callable[[Client, Settings], Awaitable[T]]) -> T:
-    settings = settings_or_exit()
-
-    async def main() -> T:
-        return await body(await connect(settings), settings)
-
-    try:
-        return asyncio.run(main())
-    except OrchestratorError as exc:
-        fail(str(exc), code=2)
-    except WorkflowUpdateFailedError as exc:
-        fail(f"refused: {exc.cause}")
-    except RPCError as exc:
-        fail(f"Temporal refused the request: {exc.message}")
 
 
 def _handle(client: Client) -> WorkflowHandle[Any, Any]:
@@ -86,7 +62,7 @@ def start(
         )
         return handle.result_run_id or ""
 
-    run_id = _run(body)
+    run_id = with_client(body, "rebalancer")
     console.print(f"rebalancer running (workflow id {REBALANCER_ID}, run {run_id})")
 
 
@@ -100,7 +76,7 @@ def stop(reason: str = typer.Option("stopped from the CLI", help="Recorded in hi
             return
         await handle.terminate(reason=reason)
 
-    _run(body)
+    with_client(body, "rebalancer")
     console.print("rebalancer stopped; routing left as last published")
 
 
@@ -110,7 +86,7 @@ def status(as_json: bool = JSON_OPTION) -> None:
     async def body(client: Client, _settings: Settings) -> RebalancerStatus:
         return await _handle(client).query(TrafficRebalanceWorkflow.status)
 
-    result = _run(body)
+    result = with_client(body, "rebalancer")
     if as_json:
         print_json(result)
         return
@@ -125,7 +101,7 @@ def pause(reason: str = typer.Option("", help="Why; shown in status.")) -> None:
             TrafficRebalanceWorkflow.pause, PauseInput(by=getpass.getuser(), reason=reason)
         )
 
-    _run(body)
+    with_client(body, "rebalancer")
     console.print("rebalancer paused")
 
 
@@ -137,7 +113,7 @@ def resume() -> None:
             TrafficRebalanceWorkflow.resume, ResumeInput(by=getpass.getuser())
         )
 
-    _run(body)
+    with_client(body, "rebalancer")
     console.print("rebalancer resumed")
 
 
