@@ -15,6 +15,14 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from orchestrator.contracts.training import (
+    QuarantineRequest,
+    ReleaseRequest,
+    StartJobRequest,
+    StopJobRequest,
+    TrainingCheckpoints,
+    TrainingCluster,
+)
 from orchestrator.exceptions import (
     FleetError,
     FleetNotFound,
@@ -137,6 +145,35 @@ class HttpFleet:
 
     async def change_config(self, change: ConfigChange, *, idempotency_key: str) -> MutationResult:
         return await self._mutate("/actions/config", change, idempotency_key)
+
+    # --- training ----------------------------------------------------------
+
+    async def training_cluster(self) -> TrainingCluster:
+        return _parse(TrainingCluster, await self._call("GET", "/training/cluster"))
+
+    async def training_checkpoints(self, job: str) -> TrainingCheckpoints:
+        response = await self._call("GET", "/training/checkpoints", params={"job": job})
+        return _parse(TrainingCheckpoints, response)
+
+    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
+        return await self._mutate(
+            "/actions/training-stop", StopJobRequest(job=job), idempotency_key
+        )
+
+    async def start_training_job(
+        self, request: StartJobRequest, *, idempotency_key: str
+    ) -> MutationResult:
+        return await self._mutate("/actions/training-start", request, idempotency_key)
+
+    async def quarantine_host(
+        self, request: QuarantineRequest, *, idempotency_key: str
+    ) -> MutationResult:
+        return await self._mutate("/actions/host-quarantine", request, idempotency_key)
+
+    async def release_host(self, host: str, *, idempotency_key: str) -> MutationResult:
+        return await self._mutate(
+            "/actions/host-release", ReleaseRequest(host=host), idempotency_key
+        )
 
     # --- plumbing --------------------------------------------------------
 

@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from orchestrator.contracts.training import (
+    QuarantineRequest,
+    StartJobRequest,
+    TrainingCheckpoints,
+    TrainingCluster,
+)
 from orchestrator.models import (
     AuditEntry,
     BatchJobAction,
@@ -60,5 +66,25 @@ class Fleet(Protocol):
     ) -> MutationResult: ...
 
     async def audit(self, since_seq: int = 0) -> list[AuditEntry]: ...
+
+    # --- training: hosts with GPU health, jobs, checkpoints with digests ------------
+
+    async def training_cluster(self) -> TrainingCluster: ...
+
+    async def training_checkpoints(self, job: str) -> TrainingCheckpoints: ...
+
+    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult: ...
+
+    async def start_training_job(
+        self, request: StartJobRequest, *, idempotency_key: str
+    ) -> MutationResult:
+        """Start ``request.job`` on ``request.hosts`` from ``request.checkpoint_step``."""
+        ...
+
+    async def quarantine_host(
+        self, request: QuarantineRequest, *, idempotency_key: str
+    ) -> MutationResult: ...
+
+    async def release_host(self, host: str, *, idempotency_key: str) -> MutationResult: ...
 
     async def aclose(self) -> None: ...

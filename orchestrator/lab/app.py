@@ -23,6 +23,7 @@ from orchestrator.lab.faults import LabFaults
 from orchestrator.lab.prometheus import render_metrics
 from orchestrator.lab.runtime import LabRuntime, Mode
 from orchestrator.lab.state import Mutated
+from orchestrator.lab.training.routes import mount_training
 from orchestrator.models import (
     AuditEntry,
     BatchJobAction,
@@ -196,6 +197,14 @@ def create_app(
         return state.ledger.since(since_seq)
 
     app.include_router(v1)
+    mount_training(
+        app,
+        state,
+        runtime.training,
+        faults=faults,
+        v1_dependencies=[Depends(check_token), Depends(api_faults)],
+        lab_dependencies=[Depends(check_token)],
+    )
 
     @app.get("/healthz", tags=["lab"])
     async def healthz() -> dict[str, Any]:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from orchestrator.exceptions import ConfigError
+from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import (
     BatchJob,
     Building,
@@ -143,6 +144,8 @@ class LabConfig(StrictModel):
     shards: dict[str, dict[str, int]] = Field(default_factory=dict)
     batch_jobs: list[BatchJobConfig] = Field(default_factory=list)
     initial_routing: InitialRouting = "capacity"
+    #: GPU hosts per building, the spare pool and training jobs
+    training: TrainingLabConfig = Field(default_factory=TrainingLabConfig)
 
     @model_validator(mode="after")
     def _cross_references(self) -> LabConfig:
@@ -187,6 +190,10 @@ class LabConfig(StrictModel):
         for job in self.batch_jobs:
             if job.region not in regions:
                 raise ValueError(f"batch_jobs.{job.name}.region: unknown region {job.region!r}")
+        for tj in self.training.jobs:
+            if tj.region not in regions:
+                raise ValueError(f"training.jobs.{tj.name}.region: unknown region {tj.region!r}")
+        _unique("training.jobs", [j.name for j in self.training.jobs])
         if isinstance(self.initial_routing, dict):
             for pop, shares in self.initial_routing.items():
                 if pop not in {p.name for p in self.pops}:

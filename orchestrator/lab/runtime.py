@@ -9,6 +9,7 @@ from orchestrator.lab.errors import invalid
 from orchestrator.lab.live import LiveEngine
 from orchestrator.lab.model import ModelEngine
 from orchestrator.lab.state import FleetState
+from orchestrator.lab.training.cluster import LabTrainingCluster
 from orchestrator.models import HealthReport, RoutingTable
 
 __all__ = ["AUTO_BUCKETS_LIMIT", "LabRuntime", "Mode"]
@@ -27,6 +28,8 @@ class LabRuntime:
         self.live: LiveEngine | None = LiveEngine(self.state, seed=seed) if mode == "live" else None
         self.model: ModelEngine | None = ModelEngine(self.state) if mode == "model" else None
         self._routing_cache: dict[bool, tuple[int, bytes]] = {}
+        buildings = [(r.name, b) for r in config.regions for b in r.buildings]
+        self.training = LabTrainingCluster(config.training, buildings, mode)
 
     def include_buckets(self, asked: bool | None) -> bool:
         if asked is not None:

@@ -30,7 +30,10 @@ def build_app(
 
 def serve(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
     """Serve until interrupted. Access logs stay off: they cost more CPU than the lab."""
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        app.state.runtime.training.close()  # no trainer process outlives its lab
 
 
 class LabThread:
@@ -69,6 +72,7 @@ class LabThread:
         if self._thread.is_alive():
             self._server.force_exit = True
             self._thread.join(timeout_s)
+        self.app.state.runtime.training.close()
 
     def __enter__(self) -> LabThread:
         return self.start()

@@ -112,6 +112,16 @@ class FleetState:
             listener(kind, request)
         return Mutated(body, headers, replayed=False)
 
+    def mutate(
+        self,
+        key: str,
+        kind: str,
+        request: dict[str, Any],
+        apply: Callable[[int], tuple[dict[str, Any], dict[str, Any], dict[str, str]]],
+    ) -> Mutated:
+        """Apply ``apply`` once per ``key`` and log it: for mutations defined elsewhere."""
+        return self._mutate(key, kind, request, apply)
+
     def write_routing(
         self, write: RoutingWrite, *, if_match: int, key: str, include_buckets: bool
     ) -> Mutated:

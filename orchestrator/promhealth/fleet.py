@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from orchestrator.contracts.training import (
+    QuarantineRequest,
+    StartJobRequest,
+    TrainingCheckpoints,
+    TrainingCluster,
+)
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.models import (
     AuditEntry,
@@ -69,6 +75,28 @@ class _HealthFromSource:
 
     async def audit(self, since_seq: int = 0) -> list[AuditEntry]:
         return await self._fleet.audit(since_seq)
+
+    async def training_cluster(self) -> TrainingCluster:
+        return await self._fleet.training_cluster()
+
+    async def training_checkpoints(self, job: str) -> TrainingCheckpoints:
+        return await self._fleet.training_checkpoints(job)
+
+    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
+        return await self._fleet.stop_training_job(job, idempotency_key=idempotency_key)
+
+    async def start_training_job(
+        self, request: StartJobRequest, *, idempotency_key: str
+    ) -> MutationResult:
+        return await self._fleet.start_training_job(request, idempotency_key=idempotency_key)
+
+    async def quarantine_host(
+        self, request: QuarantineRequest, *, idempotency_key: str
+    ) -> MutationResult:
+        return await self._fleet.quarantine_host(request, idempotency_key=idempotency_key)
+
+    async def release_host(self, host: str, *, idempotency_key: str) -> MutationResult:
+        return await self._fleet.release_host(host, idempotency_key=idempotency_key)
 
     async def aclose(self) -> None:
         try:
