@@ -30,8 +30,17 @@ def workflows() -> list[type]:
     from workflows.load_test import LiveLoadTestWorkflow
     from workflows.rebalancer import TrafficRebalanceWorkflow
     from workflows.runbook import RunbookWorkflow
+    from workflows.training_recovery import TrainingRecoveryWorkflow
+    from workflows.training_supervisor import TrainingJobSupervisorWorkflow
 
-    return [FleetSnapshotWorkflow, TrafficRebalanceWorkflow, RunbookWorkflow, LiveLoadTestWorkflow]
+    return [
+        FleetSnapshotWorkflow,
+        TrafficRebalanceWorkflow,
+        RunbookWorkflow,
+        LiveLoadTestWorkflow,
+        TrainingJobSupervisorWorkflow,
+        TrainingRecoveryWorkflow,
+    ]
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
@@ -40,12 +49,14 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.activities.rebalance import RebalanceActivities
     from orchestrator.activities.runbook import RunbookActivities
+    from orchestrator.activities.training import TrainingActivities
 
     reads = FleetReadActivities(ctx.fleet)
     rebalance = RebalanceActivities(ctx.fleet)
     overrides = OverrideActivities(ctx.client)
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
+    training = TrainingActivities(ctx.fleet)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -66,4 +77,11 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,
+        training.watch,
+        training.stop,
+        training.quarantine,
+        training.read,
+        training.start,
+        training.await_progress,
+        training.alert,
     ]

@@ -204,3 +204,13 @@ def simulate_command(
         f"λ(u0+Δt) = {advice.linearity:.3f} (limit {LINEAR_MODEL_LIMIT}): Meta's linear model "
         f"{verdict}. Checkpoint cost {cost_s:g} s, restart {restart_s / 60.0:g} min."
     )
+
+
+def _mount_supervision() -> None:
+    # Imported late: the supervisor commands pull in Temporal, `simulate` does not need it.
+    from orchestrator.commands.training_supervise import register
+
+    register(app)
+
+
+_mount_supervision()

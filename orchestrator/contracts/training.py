@@ -56,6 +56,8 @@ class TrainingJob(StrictModel):
     #: the newest checkpoint the current run committed
     checkpoint_step: int | None = None
     last_heartbeat: AwareDatetime | None = None
+    #: when the current (or last) run was started
+    started_at: AwareDatetime | None = None
     #: when the last run ended (crash, stop or finish)
     ended_at: AwareDatetime | None = None
     hosts: list[str] = Field(default_factory=list)

@@ -57,9 +57,17 @@ class FaultRecord:
     target: str
     at: float
     jobs_hit: list[str] = field(default_factory=list)
+    #: corrupt-checkpoint: the step whose data was damaged
+    step: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "target": self.target, "at": self.at, "jobs_hit": self.jobs_hit}
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "at": self.at,
+            "jobs_hit": self.jobs_hit,
+            "step": self.step,
+        }
 
 
 @dataclass
@@ -71,6 +79,8 @@ class _Job:
     #: model mode: committed checkpoint steps and the corrupted ones
     model_ckpts: set[int] = field(default_factory=set)
     model_corrupt: set[int] = field(default_factory=set)
+    #: the "poison" fault: every run dies writing its first checkpoint (a crash loop)
+    poisoned: bool = False
 
     @property
     def spec(self) -> JobSpec:
@@ -153,6 +163,7 @@ class LabTrainingCluster:
             checkpoint_step=ckpt,
             last_heartbeat=_dt(run.last_heartbeat()),
             ended_at=_dt(run.ended_at),
+            started_at=_dt(run.started_at),
             step_ms_avg=run.step_ms_avg(),
             params_digest=digest,
             **common,
@@ -254,6 +265,9 @@ class LabTrainingCluster:
                 keep=cfg.keep,
                 heartbeat_s=cfg.heartbeat_s,
                 slow_factor=1.0,
+                crash_at=("data", (resumed // cfg.checkpoint_every + 1) * cfg.checkpoint_every)
+                if j.poisoned
+                else None,
             )
             j.run = LiveRun(args, resumed)
         else:
@@ -411,15 +425,35 @@ class LabTrainingCluster:
             hit.append(job)
         if self.mode == "live":
             try:
-                corrupt_newest(self.workdir(job))
+                step = corrupt_newest(self.workdir(job)).step
             except Exception as exc:
                 raise conflict(f"job {job}: {exc}", "job") from None
         else:
             self._commit_model_checkpoints(j)
             if not j.model_ckpts:
                 raise conflict(f"job {job} has no checkpoint to corrupt", "job")
-            j.model_corrupt.add(max(j.model_ckpts))
-        return self._record("corrupt-checkpoint", job, hit, at)
+            step = max(j.model_ckpts)
+            j.model_corrupt.add(step)
+        record = self._record("corrupt-checkpoint", job, hit, at)
+        record.step = step
+        return record
+
+    def poison(self, job: str) -> FaultRecord:
+        """Crash the job now, and every later run while writing its first checkpoint.
+
+        A bad data shard or a corrupt optimizer state in miniature: restarts never get
+        past the checkpoint they resumed from, which is what the crash-loop guard is for.
+        """
+        if self.mode != "live":
+            raise invalid("kind", "poison needs live mode (it rides on the trainer's crash hook)")
+        j = self.job(job)
+        j.poisoned = True
+        at = self.clock()
+        hit = []
+        if j.run is not None and not j.run.exited():
+            j.run.kill()
+            hit.append(job)
+        return self._record("poison", job, hit, at)
 
     def close(self) -> None:
         for j in self.jobs.values():

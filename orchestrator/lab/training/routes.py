@@ -151,6 +151,7 @@ def mount_training(
             "power-loss": lambda: cluster.power_loss(_need(req.building, "building")),
             "power-restore": lambda: cluster.power_restore(_need(req.building, "building")),
             "hang": lambda: cluster.hang(_need(req.job, "job")),
+            "poison": lambda: cluster.poison(_need(req.job, "job")),
             "straggler": lambda: cluster.straggler(_need(req.job, "job"), req.factor),
             "corrupt-checkpoint": lambda: cluster.corrupt_checkpoint(
                 _need(req.job, "job"), req.crash

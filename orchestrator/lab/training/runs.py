@@ -30,6 +30,7 @@ class Run:
     """What the cluster asks of a run; ``ended_at`` is set when the run stops or dies."""
 
     resumed_from: int
+    started_at: float
     ended_at: float | None = None
     stopped_by_api = False
 

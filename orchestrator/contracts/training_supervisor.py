@@ -1,0 +1,143 @@
+"""What the training supervisor takes, keeps and answers: inputs, failures, status.
+
+Shared by the workflows, the CLI (``orchestrator training status``) and the helper
+that starts a supervised lab job, so they all read the same shape.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import AwareDatetime, Field
+
+from orchestrator.models import StrictModel
+from orchestrator.policy.recovery_models import (
+    CheckpointRejection,
+    QuarantineRecord,
+    RecoveryAttempt,
+)
+
+__all__ = [
+    "FailureKind",
+    "FailureRecord",
+    "RecoveryInput",
+    "RecoveryResult",
+    "SupervisorInput",
+    "SupervisorState",
+    "SupervisorStatus",
+    "supervisor_id",
+]
+
+
+def supervisor_id(job: str) -> str:
+    return f"training-{job}"
+
+
+class FailureKind(StrEnum):
+    GPU = "gpu"
+    HOST_DOWN = "host-down"
+    BUILDING = "building"
+    CRASH = "crash"
+    HANG = "hang"
+    #: the job was never started (or was stopped by hand): the supervisor launches it
+    LAUNCH = "launch"
+
+
+class SupervisorState(StrEnum):
+    WATCHING = "watching"
+    RECOVERING = "recovering"
+    FINISHED = "finished"
+    #: the crash-loop guard stopped restarting: a human has to look
+    HALTED = "halted"
+
+
+class FailureRecord(StrictModel):
+    number: int = Field(ge=0)
+    kind: FailureKind
+    #: best estimate of the onset: the run's end for a crash, its last heartbeat for a hang
+    onset_at: AwareDatetime
+    detected_at: AwareDatetime
+    decided_at: AwareDatetime | None = None
+    restarted_at: AwareDatetime | None = None
+    #: the first step past the checkpoint was seen (the job is productive again)
+    recovered_at: AwareDatetime | None = None
+    failed_at_step: int = Field(ge=0)
+    resumed_from_step: int | None = None
+    hosts_before: list[str] = Field(default_factory=list)
+    hosts_after: list[str] = Field(default_factory=list)
+    quarantined: list[str] = Field(default_factory=list)
+    rejected_checkpoints: list[CheckpointRejection] = Field(default_factory=list)
+    confirmed: bool = False
+    detail: str = ""
+
+    @property
+    def mttd_s(self) -> float:
+        return (self.detected_at - self.onset_at).total_seconds()
+
+    @property
+    def mttr_s(self) -> float | None:
+        if self.recovered_at is None:
+            return None
+        return (self.recovered_at - self.onset_at).total_seconds()
+
+    @property
+    def lost_steps(self) -> int | None:
+        if self.resumed_from_step is None:
+            return None
+        return max(self.failed_at_step - self.resumed_from_step, 0)
+
+
+class SupervisorInput(StrictModel):
+    job: str = Field(min_length=1)
+    #: a heartbeat older than this means the trainer is hung (keep it under two intervals)
+    hang_after_s: float = Field(default=1.5, gt=0)
+    #: how often the watcher reads the fleet
+    poll_s: float = Field(default=0.2, gt=0)
+    #: how long a restarted job may take to step past its checkpoint
+    confirm_timeout_s: float = Field(default=120.0, gt=0)
+    crash_loop_limit: int = Field(default=3, ge=1)
+    #: continue-as-new after this many failures (history stays short)
+    failures_per_run: int = Field(default=25, ge=1)
+    # --- carried across continue-as-new ---
+    started_at: AwareDatetime | None = None
+    #: every recovery so far, launches included (their numbers derive the idempotency keys)
+    failures: list[FailureRecord] = Field(default_factory=list)
+    attempts: list[RecoveryAttempt] = Field(default_factory=list)
+    quarantine: list[QuarantineRecord] = Field(default_factory=list)
+    #: checkpoint step -> resumes from it that made no progress
+    failed_resumes: dict[int, int] = Field(default_factory=dict)
+
+
+class RecoveryInput(StrictModel):
+    job: str = Field(min_length=1)
+    failure: FailureRecord
+    #: hosts to quarantine (their GPUs failed)
+    bad_hosts: list[str] = Field(default_factory=list)
+    quarantine: list[QuarantineRecord] = Field(default_factory=list)
+    failed_resumes: dict[int, int] = Field(default_factory=dict)
+    #: every fleet mutation's key starts with this (supervisor id + failure number)
+    key_prefix: str = Field(min_length=1)
+    confirm_timeout_s: float = Field(gt=0)
+    hang_after_s: float = Field(gt=0)
+    poll_s: float = Field(gt=0)
+
+
+class RecoveryResult(StrictModel):
+    failure: FailureRecord
+    new_quarantine: list[QuarantineRecord] = Field(default_factory=list)
+    #: the step the job reached before it failed again (when not confirmed)
+    reached_step: int | None = None
+
+
+class SupervisorStatus(StrictModel):
+    job: str
+    state: SupervisorState
+    failures: list[FailureRecord]
+    step: int = 0
+    total_steps: int | None = None
+    #: productive time / wall time since supervision began (None before any time passed)
+    ettr: float | None = None
+    alert: str | None = None
+    mttd_s: list[float] = Field(default_factory=list)
+    mttr_s: list[float | None] = Field(default_factory=list)
+    lost_steps: list[int | None] = Field(default_factory=list)

@@ -1,0 +1,196 @@
+"""TrainingJobSupervisorWorkflow: one per job (``training-<job>``), long-lived.
+
+It watches the job through an activity that heartbeats to Temporal, and on each
+failure runs a :class:`~workflows.training_recovery.TrainingRecoveryWorkflow` child.
+Before every recovery the crash-loop guard looks at the attempts so far: three in a
+row without progress halt the job and alert a human instead of restarting forever.
+Everything it knows travels through continue-as-new, so history stays short over a
+54-day run. The ``status`` query answers state, failures with MTTD, MTTR and lost
+steps, and ETTR so far.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.training import AlertInput, TrainingActivities, WatchInput
+    from orchestrator.contracts.training_supervisor import (
+        FailureKind,
+        FailureRecord,
+        RecoveryInput,
+        SupervisorInput,
+        SupervisorState,
+        SupervisorStatus,
+    )
+    from orchestrator.policy.recovery import (
+        CrashLoopAction,
+        RecoveryAttempt,
+        crash_loop_decision,
+    )
+    from workflows.training_recovery import MUTATION_RETRY, TrainingRecoveryWorkflow
+
+__all__ = ["TrainingJobSupervisorWorkflow", "ettr_so_far"]
+
+
+def ettr_so_far(
+    failures: list[FailureRecord], started: datetime, now: datetime, step_s: float
+) -> float | None:
+    """Productive time over wall time: each failure costs its MTTR plus its lost steps."""
+    wall = (now - started).total_seconds()
+    if wall <= 0:
+        return None
+    lost = 0.0
+    for f in failures:
+        if f.kind is FailureKind.LAUNCH:
+            continue
+        end = f.recovered_at or now
+        lost += max((end - f.onset_at).total_seconds(), 0.0)
+        lost += (f.lost_steps or 0) * step_s
+    return max(wall - lost, 0.0) / wall
+
+
+@workflow.defn
+class TrainingJobSupervisorWorkflow:
+    def __init__(self) -> None:
+        self._inp: SupervisorInput | None = None
+        self._state = SupervisorState.WATCHING
+        self._step = 0
+        self._total: int | None = None
+        self._step_s = 0.0
+        self._alert: str | None = None
+
+    @workflow.query
+    def status(self) -> SupervisorStatus:
+        inp = self._inp
+        failures = [] if inp is None else [f for f in inp.failures if f.kind != "launch"]
+        ettr = None
+        if inp is not None and inp.started_at is not None:
+            ettr = ettr_so_far(inp.failures, inp.started_at, workflow.now(), self._step_s)
+        return SupervisorStatus(
+            job="" if inp is None else inp.job,
+            state=self._state,
+            failures=failures,
+            step=self._step,
+            total_steps=self._total,
+            ettr=ettr,
+            alert=self._alert,
+            mttd_s=[f.mttd_s for f in failures],
+            mttr_s=[f.mttr_s for f in failures],
+            lost_steps=[f.lost_steps for f in failures],
+        )
+
+    @workflow.run
+    async def run(self, inp: SupervisorInput) -> SupervisorStatus:
+        if inp.started_at is None:
+            inp = inp.model_copy(update={"started_at": workflow.now()})
+        self._inp = inp
+        recoveries_this_run = 0
+        while True:
+            if recoveries_this_run >= inp.failures_per_run or (
+                workflow.info().is_continue_as_new_suggested()
+            ):
+                workflow.continue_as_new(inp)
+            self._state = SupervisorState.WATCHING
+            watch = await workflow.execute_activity_method(
+                TrainingActivities.watch,
+                WatchInput(job=inp.job, hang_after_s=inp.hang_after_s, poll_s=inp.poll_s),
+                start_to_close_timeout=timedelta(days=365),
+                heartbeat_timeout=timedelta(seconds=5),
+                retry_policy=MUTATION_RETRY,
+            )
+            job = watch.job
+            self._step, self._total, self._step_s = job.step, job.total_steps, job.step_s
+            self._close_attempt(inp, job.step, job.checkpoint_step)
+            if watch.kind is None:
+                self._state = SupervisorState.FINISHED
+                return self.status()
+            decision = crash_loop_decision(inp.attempts, limit=inp.crash_loop_limit)
+            number = len(inp.failures) + 1
+            failure = FailureRecord(
+                number=number,
+                kind=watch.kind,
+                onset_at=watch.onset_at,
+                detected_at=watch.detected_at,
+                failed_at_step=job.step,
+                hosts_before=job.hosts,
+                detail=watch.detail,
+            )
+            if decision.action is CrashLoopAction.HALT:
+                inp.failures.append(failure)
+                return await self._halt(inp, decision.reason)
+            self._state = SupervisorState.RECOVERING
+            try:
+                result = await workflow.execute_child_workflow(
+                    TrainingRecoveryWorkflow.run,
+                    RecoveryInput(
+                        job=inp.job,
+                        failure=failure,
+                        bad_hosts=watch.bad_hosts,
+                        quarantine=inp.quarantine,
+                        failed_resumes=inp.failed_resumes,
+                        key_prefix=f"{workflow.info().workflow_id}/failure-{number}",
+                        confirm_timeout_s=inp.confirm_timeout_s,
+                        hang_after_s=inp.hang_after_s,
+                        poll_s=inp.poll_s,
+                    ),
+                    id=f"{workflow.info().workflow_id}-recovery-{number}",
+                )
+            except ChildWorkflowError as exc:
+                inp.failures.append(failure)
+                cause = exc.cause if exc.cause is not None else exc
+                return await self._halt(inp, f"recovery {number} failed: {cause}")
+            recoveries_this_run += 1
+            inp.failures.append(result.failure)
+            inp.quarantine.extend(result.new_quarantine)
+            resumed = result.failure.resumed_from_step or 0
+            inp.attempts.append(
+                RecoveryAttempt(
+                    failed_at_step=max(job.step, resumed),
+                    resumed_from_step=resumed,
+                    reached_step=result.reached_step,
+                )
+            )
+            if result.reached_step is not None:
+                self._count_failed_resume(inp, resumed)
+
+    def _close_attempt(self, inp: SupervisorInput, step: int, checkpoint: int | None) -> None:
+        """The open attempt ends now: how far did the run it started get?"""
+        if not inp.attempts or inp.attempts[-1].reached_step is not None:
+            return
+        last = inp.attempts[-1]
+        # The run's checkpoint_step is the one it resumed from until it commits a newer one.
+        committed = (
+            checkpoint if checkpoint is not None and checkpoint > last.resumed_from_step else None
+        )
+        closed = last.model_copy(
+            update={
+                "reached_step": max(step, last.resumed_from_step),
+                "checkpointed_step": committed,
+            }
+        )
+        inp.attempts[-1] = closed
+        if (
+            committed is None
+            and closed.reached_step is not None
+            and (closed.reached_step <= closed.failed_at_step)
+        ):
+            self._count_failed_resume(inp, closed.resumed_from_step)
+
+    @staticmethod
+    def _count_failed_resume(inp: SupervisorInput, step: int) -> None:
+        inp.failed_resumes[step] = inp.failed_resumes.get(step, 0) + 1
+
+    async def _halt(self, inp: SupervisorInput, reason: str) -> SupervisorStatus:
+        self._state = SupervisorState.HALTED
+        self._alert = reason
+        await workflow.execute_activity_method(
+            TrainingActivities.alert,
+            AlertInput(job=inp.job, message=reason),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=MUTATION_RETRY,
+        )
+        return self.status()
