@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from temporalio.testing import WorkflowEnvironment
@@ -14,6 +15,7 @@ from orchestrator.contracts.training_supervisor import (
     FailureKind,
     SupervisorInput,
     SupervisorState,
+    SupervisorStatus,
 )
 from orchestrator.lab.training.sgd import params_digest, train_uninterrupted
 from orchestrator.policy.recovery_models import RejectReason
@@ -27,6 +29,12 @@ from tests.workflows.training_support import (
     training_config,
     wait_job,
 )
+
+
+def recovered(n: int) -> Callable[[SupervisorStatus], bool]:
+    """Failure ``n`` has been recovered and confirmed."""
+    return lambda s: len(s.failures) >= n and s.failures[n - 1].confirmed
+
 
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
 
@@ -79,12 +87,7 @@ class TestJobSurvivesFiveFailures:
                 if kind == "corrupt-checkpoint":
                     corrupted = fault["step"]
                 faults.append((fault, building, host))
-                await wait_for_supervisor(
-                    dev_env.client,
-                    JOB,
-                    lambda s, n=n: len(s.failures) >= n and s.failures[n - 1].confirmed,
-                    timeout_s=60,
-                )
+                await wait_for_supervisor(dev_env.client, JOB, recovered(n), timeout_s=60)
             final = await handle.result()
 
         assert final.state is SupervisorState.FINISHED
