@@ -113,9 +113,11 @@ class StepPolicyConfig(_PolicyBounds):
     #: a trend is trusted once its proportional and secant crossings agree this closely
     #: (relative to the gap): the metric is linear in load, like utilization, and the
     #: step may then land just below the crossing whatever the band's cap
-    trust: float = Field(default=0.9, gt=0, le=1)
+    #: None: never (the default; behind a hidden error cliff a straight utilization trend
+    #: leads the step past the cliff, see benchmarks/kraken_policy.py)
+    trust: float | None = Field(default=None, gt=0, le=1)
     #: a trusted step lands this far (fraction of reference) below the predicted crossing
-    landing: float = Field(default=0.05, ge=0, le=1)
+    landing: float = Field(default=0.02, ge=0, le=1)
     #: largest step even on a trusted trend
     max_jump: float = Field(default=0.6, gt=0, le=1)
     #: after the first NOMORE, probe once inside a bracket wider than this (fraction of
@@ -238,6 +240,8 @@ class _Limit(StrictModel):
     metric: str
     #: how much the trends agree, 0 (widely apart) to 1 (identical)
     agreement: float
+    #: the same from two loads on (proportional against secant): how straight the trend is
+    straight: float
 
 
 def _nearest_limit(history: Sequence[StepRecord]) -> _Limit | None:
@@ -256,16 +260,19 @@ def _nearest_limit(history: Sequence[StepRecord]) -> _Limit | None:
         agreement = 0.0
         if gap > 0 and len(points) >= 3 and len(candidates) >= 4:
             agreement = 1.0 - min(1.0, (high - low) / gap)
-        elif gap > 0 and len(points) == 2 and len(candidates) >= 2:
+        straight = agreement
+        if gap > 0 and len(points) == 2 and len(candidates) >= 2:
             # Two loads: the proportional trend and the secant are independent views; when
-            # they agree the metric runs through the origin in a straight line.
-            agreement = 1.0 - min(1.0, (high - low) / gap)
+            # they agree the metric runs through the origin in a straight line. (Only trust
+            # reads this: the aim keeps waiting for the parabola's third point.)
+            straight = 1.0 - min(1.0, (high - low) / gap)
         if best is None or low < best.load:
             best = _Limit(
                 load=low,
                 central=statistics.median(candidates),
                 metric=reading.metric,
                 agreement=agreement,
+                straight=straight,
             )
     return best
 
@@ -415,8 +422,12 @@ def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDe
         gap = limit.load - current.load
         if (
             limit.central - current.load <= config.resolution * ref
-            # ...and near enough that the estimator will trust the extrapolation
-            and limit.central <= current.load * (1 + 0.8 * EXTRAPOLATION_LIMIT)
+            # Believing straight trends, it also steps on until the estimator will take
+            # the extrapolation (else the capacity would be read as a lower bound).
+            and (
+                config.trust is None
+                or limit.central <= current.load * (1 + 0.8 * EXTRAPOLATION_LIMIT)
+            )
             and config.finish == "extrapolate"
         ):
             return StepDecision(
@@ -433,7 +444,7 @@ def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDe
         if gap <= config.resolution * ref:
             step = min(step, gap)
             reason = f"{limit.metric} predicted to cross NOMORE at {limit.load:g}: step onto it"
-        elif limit.agreement >= config.trust:
+        elif config.trust is not None and limit.straight >= config.trust:
             # A straight trend is worth believing: land just below the crossing, so the
             # next window either finishes the test or brackets the threshold.
             step = min(
@@ -442,7 +453,7 @@ def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDe
                 _others_allow(history, config, limit.metric),
             )
             reason = (
-                f"{band.name}; {limit.metric} trend is straight ({limit.agreement:.0%} "
+                f"{band.name}; {limit.metric} trend is straight ({limit.straight:.0%} "
                 f"agreement), crossing NOMORE at {limit.load:g}: step to just below it"
             )
         else:

@@ -57,6 +57,8 @@ def _dark(load: float) -> StepRecord:
 
 
 CONFIG = StepPolicyConfig(reference_load=REF)
+#: straight trends believed (as the lab's settings do)
+TRUSTING = StepPolicyConfig(reference_load=REF, trust=0.9)
 
 
 class TestAdaptiveSteps:
@@ -83,19 +85,26 @@ class TestAdaptiveSteps:
         # Utilization is load / REF: every trend agrees on 900, so the step goes past the
         # CAUTIOUS cap to ``landing`` below the crossing, in one window instead of several.
         history = [_step(600), _step(700), _step(790)]
+        decision = next_step(history, TRUSTING)
+        assert decision.action is StepAction.INCREASE
+        assert decision.predicted_limit == pytest.approx(900)
+        assert decision.load == pytest.approx(900 - TRUSTING.landing * REF)
+        assert decision.load - 790 > TRUSTING.cautious_step * REF
+
+    def test_without_trust_the_band_cap_holds_on_a_straight_trend(self) -> None:
+        history = [_step(600), _step(700), _step(790)]
         decision = next_step(history, CONFIG)
         assert decision.action is StepAction.INCREASE
         assert decision.predicted_limit == pytest.approx(900)
-        assert decision.load == pytest.approx(900 - CONFIG.landing * REF)
-        assert decision.load - 790 > CONFIG.cautious_step * REF
+        assert 0 < decision.load - 790 <= CONFIG.cautious_step * REF
 
     def test_another_metric_near_its_threshold_caps_a_trusted_step(self) -> None:
         # Utilization is straight, but p99 is MODERATE (60-80 ms of a 100 ms SLO) and may
         # bend: its band's cap bounds the step however straight utilization is.
         history = [_step(400, p99=62.0), _step(500, p99=64.0)]
-        decision = next_step(history, CONFIG)
+        decision = next_step(history, TRUSTING)
         assert decision.action is StepAction.INCREASE
-        assert decision.load - 500 <= CONFIG.moderate_step * REF + 1e-9
+        assert decision.load - 500 <= TRUSTING.moderate_step * REF + 1e-9
 
     def test_step_aims_below_the_extrapolated_crossing(self) -> None:
         # p99 bends upwards; the parabola through the steps predicts the SLO crossing.

@@ -146,6 +146,7 @@ LAB_ADAPTIVE = partial(
         reference_load=1000,
         resolution=0.03,
         cautious_step=0.08,
+        trust=0.9,
         landing=0.015,
         probe_wider_than=0.06,
     ),
