@@ -89,6 +89,7 @@ class LabRuntime:
         }
         if self.live is not None:
             out["sessions_open"] = self.live.open_sessions()
+            out["edge_requests"] = self.live.served_by_pop()
         else:
             out["demand_rps"] = cfg.demand.total_rps
         return out
