@@ -142,10 +142,14 @@ class Counters:
     def __init__(self, url: str) -> None:
         self.url = url
         self.samples: list[tuple[float, int, int, int]] = []
+        #: (time, region -> 5xx so far)
+        self.by_region: list[tuple[float, dict[str, int]]] = []
 
     async def poll(self, client: httpx.AsyncClient, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            served = (await client.get("/lab/truth")).json()["edge_requests"]
+            truth = (await client.get("/lab/truth")).json()
+            served = truth["edge_requests"]
+            self.by_region.append((time.monotonic(), dict(truth["edge_5xx_by_region"])))
             total = sum(n for by_status in served.values() for n in by_status.values())
             errors = sum(
                 n for by_status in served.values() for s, n in by_status.items() if s[0] == "5"
@@ -158,6 +162,16 @@ class Counters:
         """(answers, 5xx) counted by ``when``."""
         before = [s for s in self.samples if s[0] <= when] or self.samples[:1]
         return before[-1][1], before[-1][2]
+
+    def region_errors(self, start: float, end: float) -> dict[str, int]:
+        """Region -> 5xx counted between ``start`` and ``end``."""
+
+        def at(when: float) -> dict[str, int]:
+            before = [c for t, c in self.by_region if t <= when] or [{}]
+            return before[-1]
+
+        first, last = at(start), at(end)
+        return {r: n - first.get(r, 0) for r, n in sorted(last.items()) if n > first.get(r, 0)}
 
     def errors_at(self, origin: float) -> list[float]:
         """When (seconds after ``origin``, to the poll) each new 5xx was counted."""
@@ -178,6 +192,7 @@ class Counters:
 
 
 def _period(counters: Counters, start: float, end: float) -> dict[str, Any]:
+    """Answers and 5xx in [start, end], and in which regions the 5xx happened."""
     answers0, errors0 = counters.at(start)
     answers1, errors1 = counters.at(end)
     answers = answers1 - answers0
@@ -186,6 +201,7 @@ def _period(counters: Counters, start: float, end: float) -> dict[str, Any]:
         "answers": answers,
         "5xx": errors1 - errors0,
         "5xx_rate": round((errors1 - errors0) / answers, 5) if answers else None,
+        "5xx_by_region": counters.region_errors(start, end),
     }
 
 

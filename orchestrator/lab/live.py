@@ -123,6 +123,8 @@ class LiveEngine:
         #: (pop, HTTP status) -> edge requests answered since start: benchmarks count the
         #: 5xx of a period exactly from differences, where windowed health would blur them
         self.served: Counter[tuple[str, int]] = Counter()
+        #: region -> edge answers with a 5xx there: where the failures happened
+        self.failed_in: Counter[str] = Counter()
         for pop in state.routing.pops:
             self._routed[pop] = list(state.routing.buckets_of(pop))
             for bucket, region in enumerate(self._routed[pop]):
@@ -213,6 +215,7 @@ class LiveEngine:
             if target is None:
                 self.metrics.record(("pop", pop), 0.0, 0.0, False)
                 self.served[(pop, 503)] += 1
+                self.failed_in[routed] += 1
                 return EdgeAnswer(503, {"error": "NoCapacity", "region": routed, "bucket": bucket})
             region = target
             rtt_s = self.pop_rtt_s[pop][routed] + self._inter_rtt_s(routed, region)
@@ -225,6 +228,8 @@ class LiveEngine:
         ok = status == 200
         self.metrics.record(("pop", pop), latency_ms, 0.0, ok)
         self.served[(pop, status)] += 1
+        if status >= 500:
+            self.failed_in[region] += 1
         body: dict[str, Any] = {"region": region, "bucket": bucket, "service": service}
         if sticky:
             body["session"] = session

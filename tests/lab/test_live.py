@@ -64,6 +64,7 @@ class TestSlotsAndQueue:
         counted = runtime.truth()["edge_requests"]
         statuses = [a[0] for a in answers]
         assert counted == {"p": {"200": statuses.count(200), "503": statuses.count(503)}}
+        assert runtime.truth()["edge_5xx_by_region"] == {"a": statuses.count(503)}
 
     async def test_no_traffic_is_missing_data_not_zero(self) -> None:
         health = _runtime().health(10)
