@@ -7,7 +7,10 @@ from the lab and passes them here in the environment:
 - ``LAB_TRAFFIC_RPS``: total requests per second across all Locust users;
 - ``LAB_TRAFFIC_USERS``: how many Locust users share that rate;
 - ``LAB_TRAFFIC_MIX``: JSON ``{service: share}`` (e.g. web 0.8, sessions 0.2);
-- ``LAB_TRAFFIC_IDS``: end-user ids each Locust user cycles through (default 64).
+- ``LAB_TRAFFIC_IDS``: end-user ids each Locust user cycles through (default 64);
+- ``LAB_TRAFFIC_SHIFT``: optional JSON ``{"after_s": S, "pops": {pop: weight}}``: S seconds
+  after the first user starts, every user moves to the PoP the new weights give its index,
+  so the demand mix shifts at once while the total rate stays the same.
 
 Each Locust user is pinned to one PoP (smooth weighted round-robin, so the PoP
 mix matches the weights) and owns a fixed set of end-user ids, so buckets and
@@ -21,6 +24,7 @@ import itertools
 import json
 import os
 import random
+import time
 from typing import Any
 
 from locust import constant_throughput, task
@@ -31,10 +35,12 @@ _RPS = float(os.environ.get("LAB_TRAFFIC_RPS", "10"))
 _USERS = max(int(os.environ.get("LAB_TRAFFIC_USERS", "5")), 1)
 _MIX: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_MIX", '{"web": 1}'))
 _IDS = max(int(os.environ.get("LAB_TRAFFIC_IDS", "64")), 1)
+_SHIFT: dict[str, Any] | None = json.loads(os.environ.get("LAB_TRAFFIC_SHIFT", "null"))
 _counter = itertools.count()
+_started: list[float] = []
 
 
-def _pop_sequence(weights: dict[str, float]) -> itertools.cycle[str]:
+def _pop_order(weights: dict[str, float]) -> list[str]:
     """Smooth weighted round-robin (as nginx does): any prefix tracks the weights."""
     current = dict.fromkeys(weights, 0.0)
     total = sum(weights.values())
@@ -47,10 +53,11 @@ def _pop_sequence(weights: dict[str, float]) -> itertools.cycle[str]:
         chosen = max(current, key=lambda p: (current[p], p))
         current[chosen] -= total
         order.append(chosen)
-    return itertools.cycle(order)
+    return order
 
 
-_pops = _pop_sequence(_POPS)
+_order = _pop_order(_POPS)
+_shift_order = _pop_order(_SHIFT["pops"]) if _SHIFT else None
 
 
 class LabUser(FastHttpUser):
@@ -59,15 +66,28 @@ class LabUser(FastHttpUser):
     wait_time = constant_throughput(_RPS / _USERS)
 
     def on_start(self) -> None:
-        index = next(_counter)
-        self.pop = next(_pops)
+        index = self.index = next(_counter)
+        if not _started:
+            _started.append(time.monotonic())
+        self.pop = _order[index % len(_order)]
         self.rng = random.Random(index)
         self.user_ids = [f"{self.pop}-{index}-{k}" for k in range(_IDS)]
         self.services = list(_MIX)
         self.service_weights = [_MIX[s] for s in self.services]
 
+    def _follow_shift(self) -> None:
+        if _SHIFT is None or _shift_order is None:
+            return
+        if time.monotonic() - _started[0] < float(_SHIFT["after_s"]):
+            return
+        pop = _shift_order[self.index % len(_shift_order)]
+        if pop != self.pop:
+            # The same end users, now arriving somewhere else (ids keep their buckets).
+            self.pop = pop
+
     @task
     def visit(self) -> None:
+        self._follow_shift()
         user = self.rng.choice(self.user_ids)
         service = self.rng.choices(self.services, self.service_weights)[0]
         params: dict[str, Any] = {"user": user, "service": service}

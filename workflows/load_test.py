@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.rebalancer import ClearOverrideInput, SetOverrideInput
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.policy.health_metrics import HealthMetric
-    from orchestrator.policy.kraken import StepAction, StepRecord
+    from orchestrator.policy.kraken import StepRecord
     from orchestrator.temporal import REGION, RUN_KIND
 
 __all__ = ["LiveLoadTestWorkflow"]
@@ -157,7 +157,7 @@ class LiveLoadTestWorkflow:
             if self.steps >= inp.max_steps:
                 self._end("max_steps", f"{inp.max_steps} steps taken without reaching NOMORE")
                 return
-            if decision.action is StepAction.INCREASE:
+            if decision.moves:
                 # Demand over the last few windows: one window's count noise would miss the load.
                 recent = self.demands[-DEMAND_WINDOWS:]
                 share = min(decision.load * len(recent) / sum(recent), inp.max_pin_share)

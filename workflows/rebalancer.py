@@ -11,7 +11,7 @@ fleet unable to carry the load or that collides with another owner's hold.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -31,14 +31,18 @@ with workflow.unsafe.imports_passed_through():
         OverrideApplied,
         PauseInput,
         RebalancerInput,
-        RebalancerState,
         RebalancerStatus,
         ResumeInput,
         SetOverrideInput,
     )
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
-    from orchestrator.policy.rebalance_inputs import Override, override_refusal
     from orchestrator.temporal import RUN_KIND
+    from workflows.rebalancer_overrides import (
+        OverrideChanges,
+        capacity_shares,
+        make_override,
+        set_override_refusal,
+    )
 
 __all__ = ["TrafficRebalanceWorkflow"]
 
@@ -58,9 +62,7 @@ class TrafficRebalanceWorkflow:
         self.state = inp.state
         self.wake = False
         # Override changes are numbered; an epoch settles every change made before it began.
-        self.changes = 0
-        self.settled = 0
-        self.failed: dict[int, str] = {}
+        self.overrides = OverrideChanges()
         self.restore_fractions: dict[str, dict[str, float]] | None = None
 
     @workflow.run
@@ -86,8 +88,8 @@ class TrafficRebalanceWorkflow:
         self.wake = False
 
     async def _epoch(self) -> None:
-        changes = self.changes
-        urgent = changes > self.settled
+        changes = self.overrides.changes
+        urgent = self.overrides.pending
         plan: EpochPlan = await workflow.execute_activity_method(
             RebalanceActivities.plan_epoch,
             PlanEpochInput(
@@ -118,7 +120,7 @@ class TrafficRebalanceWorkflow:
                     urgent=urgent,
                 )
             )
-            self._settle(changes, failure=plan.skip_reason if urgent else None)
+            self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
             return
         record = EpochRecord(
             epoch=epoch,
@@ -164,45 +166,24 @@ class TrafficRebalanceWorkflow:
         self.state.utilization = {r.name: r.utilization_after for r in result.regions}
         self.state.shares = {r.name: r.share_after for r in result.regions}
         self._record(record)
-        self._settle(changes)
+        self.overrides.settle(changes)
 
     def _record(self, record: EpochRecord) -> None:
         self.state.epochs = [*self.state.epochs, record][-KEPT_EPOCHS:]
         workflow.logger.info("epoch %s %s %s", record.epoch, record.outcome, record.reason)
 
-    def _settle(self, changes: int, failure: str | None = None) -> None:
-        if failure is not None:
-            for change in range(self.settled + 1, changes + 1):
-                self.failed[change] = failure
-        self.settled = max(self.settled, changes)
-
-    async def _await_applied(self, change: int, region: str) -> OverrideApplied:
-        await workflow.wait_condition(lambda: self.settled >= change)
-        if change in self.failed:
-            raise ApplicationError(
-                f"override on {region} could not be applied: {self.failed.pop(change)}",
-                type="Infeasible",
-                non_retryable=True,
-            )
-        return OverrideApplied(
-            epoch=self.state.epoch,
-            version=self.state.last_good_version,
-            region_share=self.state.shares.get(region),
-        )
-
     # --- overrides ---------------------------------------------------------
 
     @workflow.update
     async def set_override(self, inp: SetOverrideInput) -> OverrideApplied:
-        override = _override(inp, workflow.now())
+        override = make_override(inp, workflow.now())
         previous = self.state.overrides.get(inp.region)
         self.state.overrides[inp.region] = override
-        self.changes += 1
-        change, self.wake = self.changes, True
+        change, self.wake = self.overrides.new(), True
         if not inp.wait_applied:
             return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
         try:
-            return await self._await_applied(change, inp.region)
+            return await self.overrides.applied(change, inp.region, self.state)
         except ApplicationError:
             # Nothing half-applied: an override the fleet cannot honour is withdrawn.
             if previous is None:
@@ -213,32 +194,7 @@ class TrafficRebalanceWorkflow:
 
     @set_override.validator
     def _validate_set_override(self, inp: SetOverrideInput) -> None:
-        if self.state.paused_by is not None:
-            raise ApplicationError(
-                f"rebalancer paused by {self.state.paused_by}", type="UnsafeRequest"
-            )
-        override = _override(inp, None)
-        held = self.state.overrides.get(inp.region)
-        if held is not None and held.owner != inp.owner:
-            raise ApplicationError(
-                f"region {inp.region} is held by {held.owner} ({held.reason})",
-                type="OverrideConflict",
-            )
-        if self.state.view is None:
-            raise ApplicationError(
-                "no trusted view of the fleet yet; retry after the first epoch",
-                type="UnsafeRequest",
-            )
-        refusal = override_refusal(
-            self.state.view,
-            list(self.state.overrides.values()),
-            override,
-            self.inp.constraints.target_utilization,
-        )
-        if refusal is not None:
-            raise ApplicationError(
-                f"override on {inp.region} refused: {refusal}", type="UnsafeRequest"
-            )
+        set_override_refusal(self.state, inp, self.inp.constraints.target_utilization)
 
     @workflow.update
     async def clear_override(self, inp: ClearOverrideInput) -> OverrideApplied:
@@ -250,11 +206,10 @@ class TrafficRebalanceWorkflow:
                 version=self.state.last_good_version,
                 region_share=self.state.shares.get(inp.region),
             )
-        self.changes += 1
-        change, self.wake = self.changes, True
+        change, self.wake = self.overrides.new(), True
         if not inp.wait_applied:
             return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
-        return await self._await_applied(change, inp.region)
+        return await self.overrides.applied(change, inp.region, self.state)
 
     @clear_override.validator
     def _validate_clear_override(self, inp: ClearOverrideInput) -> None:
@@ -290,33 +245,8 @@ class TrafficRebalanceWorkflow:
             shares=self.state.shares,
             fractions=self.state.fractions,
             epochs=self.state.epochs,
-            capacity_shares=_capacity_shares(self.state),
+            capacity_shares=capacity_shares(self.state),
         )
-
-
-def _override(inp: SetOverrideInput, now: datetime | None) -> Override:
-    try:
-        return Override(
-            region=inp.region,
-            owner=inp.owner,
-            reason=inp.reason,
-            max_share=inp.max_share,
-            pin_share=inp.pin_share,
-            capacity_fraction=inp.capacity_fraction,
-            set_at=now,
-        )
-    except ValueError as exc:
-        raise ApplicationError(
-            f"invalid override: {exc}", type="InvalidRequest", non_retryable=True
-        ) from None
-
-
-def _capacity_shares(state: RebalancerState) -> dict[str, float]:
-    if state.view is None:
-        return {}
-    active = [r for r in state.view.regions if r.status == "active"]
-    total = sum(r.capacity for r in active)
-    return {r.name: r.capacity / total for r in active} if total > 0 else {}
 
 
 def _spread(values: list[float]) -> float | None:

@@ -69,15 +69,37 @@ def traffic(
         0.2, "--sessions-share", min=0.0, max=1.0, help="Share of requests to the sticky service."
     ),
     locustfile: Path = typer.Option(DEFAULT_LOCUSTFILE, "--locustfile"),
+    pop_weights: str | None = typer.Option(
+        None,
+        "--pop-weights",
+        help='Demand mix instead of the topology\'s weights, e.g. "nyc=1,lon=4" (others 0).',
+    ),
+    shift_after: float | None = typer.Option(
+        None, "--shift-after", min=0.0, help="Seconds in, move users to the --shift-weights mix."
+    ),
+    shift_weights: str | None = typer.Option(
+        None, "--shift-weights", help='The mix after --shift-after, e.g. "lon=3,fra=2,nyc=1".'
+    ),
 ) -> None:
     """Run Locust headless in its own process: users spread over PoPs by demand weight."""
     if not locustfile.is_file():
         fail(f"locustfile not found: {locustfile}")
+    if (shift_after is None) != (shift_weights is None):
+        fail("--shift-after and --shift-weights go together")
     token = os.environ.get(TOKEN_ENV) or None
     try:
         pops, sticky = asyncio.run(_pop_weights(lab, token))
     except FleetError as exc:
         fail(f"cannot read the lab topology: {exc}")
+    known = dict(pops)
+    if pop_weights is not None:
+        pops = _parse_weights("--pop-weights", pop_weights, known)
+    shift = None
+    if shift_weights is not None:
+        shift = {
+            "after_s": shift_after,
+            "pops": _parse_weights("--shift-weights", shift_weights, known),
+        }
     count = users or max(len(pops), math.ceil(rps / 2.0))
     env = dict(os.environ)
     env.update(
@@ -88,6 +110,7 @@ def traffic(
             "LAB_TRAFFIC_MIX": json.dumps(
                 {"web": 1.0 - sessions_share, sticky: sessions_share} if sticky else {"web": 1.0}
             ),
+            "LAB_TRAFFIC_SHIFT": json.dumps(shift),
         }
     )
     command = [
@@ -117,6 +140,25 @@ def traffic(
     # Locust exits 1 when any request failed; with a lab you can hurt that is expected.
     if code not in (0, 1):
         fail(f"locust exited with status {code}", code)
+
+
+def _parse_weights(option: str, text: str, known: dict[str, float]) -> dict[str, float]:
+    """``"nyc=1,lon=4"`` -> ``{"nyc": 1.0, "lon": 4.0}``, every PoP a known one."""
+    weights: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in known:
+            fail(f"{option}: {part!r} is not POP=WEIGHT with a PoP of {sorted(known)}")
+        try:
+            weight = float(value)
+        except ValueError:
+            fail(f"{option}: weight of {name} is not a number: {value!r}")
+        if not weight >= 0:
+            fail(f"{option}: weight of {name} must be at least 0")
+        weights[name] = weight
+    if sum(weights.values()) <= 0:
+        fail(f"{option}: at least one PoP needs a weight above 0")
+    return {p: w for p, w in weights.items() if w > 0}
 
 
 async def _pop_weights(lab: str, token: str | None) -> tuple[dict[str, float], str | None]:

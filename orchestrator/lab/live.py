@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections import deque
+from collections import Counter, deque
 from datetime import UTC, datetime
 from typing import Any
 
@@ -120,6 +120,11 @@ class LiveEngine:
         self.warmth: dict[tuple[str, str, int], list[float]] = {}
         #: the bucket layout warmth was last updated for, per PoP
         self._routed: dict[str, list[str]] = {}
+        #: (pop, HTTP status) -> edge requests answered since start: benchmarks count the
+        #: 5xx of a period exactly from differences, where windowed health would blur them
+        self.served: Counter[tuple[str, int]] = Counter()
+        #: region -> edge answers with a 5xx there: where the failures happened
+        self.failed_in: Counter[str] = Counter()
         for pop in state.routing.pops:
             self._routed[pop] = list(state.routing.buckets_of(pop))
             for bucket, region in enumerate(self._routed[pop]):
@@ -174,6 +179,13 @@ class LiveEngine:
             del self.sessions[user]
         return len(doomed)
 
+    def served_by_pop(self) -> dict[str, dict[str, int]]:
+        """Edge answers since start, per PoP and HTTP status (as strings, for JSON)."""
+        out: dict[str, dict[str, int]] = {}
+        for (pop, status), count in sorted(self.served.items()):
+            out.setdefault(pop, {})[str(status)] = count
+        return out
+
     def open_sessions(self) -> dict[str, int]:
         now = self.metrics.now()
         for user in [u for u, (_, end) in self.sessions.items() if end <= now]:
@@ -202,6 +214,8 @@ class LiveEngine:
             target = self._forward(routed, service)
             if target is None:
                 self.metrics.record(("pop", pop), 0.0, 0.0, False)
+                self.served[(pop, 503)] += 1
+                self.failed_in[routed] += 1
                 return EdgeAnswer(503, {"error": "NoCapacity", "region": routed, "bucket": bucket})
             region = target
             rtt_s = self.pop_rtt_s[pop][routed] + self._inter_rtt_s(routed, region)
@@ -213,6 +227,9 @@ class LiveEngine:
         latency_ms = (self.metrics.now() - start) * 1000.0
         ok = status == 200
         self.metrics.record(("pop", pop), latency_ms, 0.0, ok)
+        self.served[(pop, status)] += 1
+        if status >= 500:
+            self.failed_in[region] += 1
         body: dict[str, Any] = {"region": region, "bucket": bucket, "service": service}
         if sticky:
             body["session"] = session

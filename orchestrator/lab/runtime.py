@@ -92,6 +92,8 @@ class LabRuntime:
         }
         if self.live is not None:
             out["sessions_open"] = self.live.open_sessions()
+            out["edge_requests"] = self.live.served_by_pop()
+            out["edge_5xx_by_region"] = dict(self.live.failed_in)
         else:
             out["demand_rps"] = cfg.demand.total_rps
         return out

@@ -19,6 +19,7 @@ from orchestrator.models import StrictModel
 from orchestrator.policy.health_metrics import Band, MetricReading
 
 __all__ = [
+    "EXTRAPOLATION_LIMIT",
     "CapacityEstimate",
     "StepRecord",
     "estimate_capacity",
@@ -30,6 +31,8 @@ __all__ = [
 
 #: Points within this relative distance below the bracket feed the local fit.
 FIT_SPAN = 0.12
+#: A trend's crossing is trusted as the capacity only this far past the highest load tested.
+EXTRAPOLATION_LIMIT = 0.05
 
 
 class StepRecord(StrictModel):
@@ -203,7 +206,7 @@ def _threshold_of(history: Sequence[StepRecord], metric: str) -> MetricReading:
 
 
 def estimate_capacity(
-    history: Sequence[StepRecord], *, extrapolation_limit: float = 0.05
+    history: Sequence[StepRecord], *, extrapolation_limit: float = EXTRAPOLATION_LIMIT
 ) -> CapacityEstimate:
     """The capacity the steps taken reveal, with the bottleneck metric named.
 

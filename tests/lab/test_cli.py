@@ -79,3 +79,32 @@ class TestTraffic:
         assert by_pop["nyc"] > by_pop["sea"]
         total = sum(by_pop.values())
         assert 80 <= total <= 200  # ~40 rps for ~4 s
+
+    def test_the_mix_follows_pop_weights_then_shifts(self) -> None:
+        lab = launch_lab(mode="live", faults=True)
+        try:
+            result = runner.invoke(
+                app,
+                [
+                    *("lab", "traffic", "--rps", "40", "--duration", "5", "--lab", lab.url),
+                    *("--pop-weights", "nyc=1", "--shift-after", "2", "--shift-weights", "lon=1"),
+                ],
+            )
+            served = httpx.get(f"{lab.url}/lab/truth").json()["edge_requests"]
+        finally:
+            lab.stop()
+        assert result.exit_code == 0, result.output
+        # Only nyc before the shift, only lon after it; no other PoP sees a request.
+        assert set(served) == {"nyc", "lon"}
+        assert sum(served["nyc"].values()) > 20 and sum(served["lon"].values()) > 20
+
+    def test_unknown_pop_in_weights_is_one_line(self) -> None:
+        lab = launch_lab(mode="live")
+        try:
+            result = runner.invoke(
+                app, ["lab", "traffic", "--rps", "5", "--lab", lab.url, "--pop-weights", "mars=1"]
+            )
+        finally:
+            lab.stop()
+        assert result.exit_code != 0
+        assert "--pop-weights" in result.output and "Traceback" not in result.output

@@ -58,6 +58,14 @@ class TestSlotsAndQueue:
         assert latencies[0] < 70
         assert latencies[-1] >= 78
 
+    async def test_every_answer_is_counted_by_pop_and_status(self) -> None:
+        runtime = _runtime()
+        answers = await asyncio.gather(*(_timed(runtime, f"c{i}") for i in range(10)))
+        counted = runtime.truth()["edge_requests"]
+        statuses = [a[0] for a in answers]
+        assert counted == {"p": {"200": statuses.count(200), "503": statuses.count(503)}}
+        assert runtime.truth()["edge_5xx_by_region"] == {"a": statuses.count(503)}
+
     async def test_no_traffic_is_missing_data_not_zero(self) -> None:
         health = _runtime().health(10)
         for entry in [*health.regions, *health.services, *health.pops]:

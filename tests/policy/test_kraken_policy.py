@@ -57,6 +57,8 @@ def _dark(load: float) -> StepRecord:
 
 
 CONFIG = StepPolicyConfig(reference_load=REF)
+#: straight trends believed (as the lab's settings do)
+TRUSTING = StepPolicyConfig(reference_load=REF, trust=0.9)
 
 
 class TestAdaptiveSteps:
@@ -68,15 +70,41 @@ class TestAdaptiveSteps:
         assert decision.band is Band.BOLD
         assert decision.load == pytest.approx(300 + CONFIG.bold_step * REF)
 
-    def test_near_a_threshold_the_step_is_small(self) -> None:
-        history = [_step(600), _step(700), _step(790)]
+    def test_near_a_threshold_the_step_is_small_while_the_trend_bends(self) -> None:
+        # Utilization bends upwards (0.60, 0.72, 0.83 at 600, 700, 790): the trends
+        # disagree, so the CAUTIOUS band's cap holds.
+        history = [_step(600, util=0.6), _step(700, util=0.72), _step(790, util=0.83)]
         assert history[-1].band is Band.CAUTIOUS
         decision = next_step(history, CONFIG)
         assert decision.action is StepAction.INCREASE
         step = decision.load - 790
         assert 0 < step <= CONFIG.cautious_step * REF
         assert decision.metric == "east:utilization"
+
+    def test_a_straight_trend_lands_just_below_its_crossing(self) -> None:
+        # Utilization is load / REF: every trend agrees on 900, so the step goes past the
+        # CAUTIOUS cap to ``landing`` below the crossing, in one window instead of several.
+        history = [_step(600), _step(700), _step(790)]
+        decision = next_step(history, TRUSTING)
+        assert decision.action is StepAction.INCREASE
         assert decision.predicted_limit == pytest.approx(900)
+        assert decision.load == pytest.approx(900 - TRUSTING.landing * REF)
+        assert decision.load - 790 > TRUSTING.cautious_step * REF
+
+    def test_without_trust_the_band_cap_holds_on_a_straight_trend(self) -> None:
+        history = [_step(600), _step(700), _step(790)]
+        decision = next_step(history, CONFIG)
+        assert decision.action is StepAction.INCREASE
+        assert decision.predicted_limit == pytest.approx(900)
+        assert 0 < decision.load - 790 <= CONFIG.cautious_step * REF
+
+    def test_another_metric_near_its_threshold_caps_a_trusted_step(self) -> None:
+        # Utilization is straight, but p99 is MODERATE (60-80 ms of a 100 ms SLO) and may
+        # bend: its band's cap bounds the step however straight utilization is.
+        history = [_step(400, p99=62.0), _step(500, p99=64.0)]
+        decision = next_step(history, TRUSTING)
+        assert decision.action is StepAction.INCREASE
+        assert decision.load - 500 <= TRUSTING.moderate_step * REF + 1e-9
 
     def test_step_aims_below_the_extrapolated_crossing(self) -> None:
         # p99 bends upwards; the parabola through the steps predicts the SLO crossing.
@@ -316,3 +344,52 @@ class TestTheoreticalCapacity:
         assert capacity_ratio(1080.0, 1200.0) == pytest.approx(0.9)
         with pytest.raises(InvalidInstance, match="theoretical"):
             capacity_ratio(1.0, 0.0)
+
+
+PROBING = StepPolicyConfig(reference_load=REF, probe_wider_than=0.04)
+
+
+class TestProbeAfterTheFirstNomore:
+    """After a wide step onto NOMORE, one probe inside the bracket, below the chord; then stop."""
+
+    def test_a_wide_bracket_is_probed_below_the_chord_crossing(self) -> None:
+        history = [_step(700), _step(930)]
+        assert history[-1].band is Band.NOMORE
+        decision = next_step(history, PROBING)
+        assert decision.action is StepAction.PROBE
+        assert decision.moves and not decision.terminal
+        assert decision.predicted_limit == pytest.approx(900)
+        assert 700 < decision.load < 900
+
+    def test_the_window_after_a_healthy_probe_ends_the_test_there(self) -> None:
+        history = [_step(700), _step(930)]
+        probe = next_step(history, PROBING)
+        history.append(_step(probe.load))
+        decision = next_step(history, PROBING)
+        assert decision.action is StepAction.STOP
+        assert decision.load == pytest.approx(probe.load)
+        estimate = estimate_capacity(history)
+        assert estimate.method == "interpolated"
+        assert estimate.load == pytest.approx(900, rel=0.01)
+
+    def test_a_probe_that_crosses_too_ends_at_once_below_both(self) -> None:
+        history = [_step(700), _step(930), _step(880, util=0.93)]
+        decision = next_step(history, PROBING)
+        assert decision.terminal
+        assert decision.load == pytest.approx(700)
+
+    def test_a_narrow_bracket_is_not_probed(self) -> None:
+        history = [_step(880), _step(905)]
+        decision = next_step(history, PROBING)
+        assert decision.action is StepAction.STOP
+        assert decision.load == pytest.approx(880)
+
+    def test_backoff_retreats_and_never_probes(self) -> None:
+        history = [_step(700), _step(980, util=0.97)]
+        assert history[-1].band is Band.BACKOFF
+        decision = next_step(history, PROBING)
+        assert decision.action is StepAction.RETREAT
+
+    def test_probing_is_off_by_default(self) -> None:
+        decision = next_step([_step(700), _step(930)], CONFIG)
+        assert decision.action is StepAction.STOP

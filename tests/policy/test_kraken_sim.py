@@ -6,6 +6,8 @@ import random
 from functools import partial
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.policy.health_metrics import (
     Band,
@@ -135,3 +137,54 @@ class TestPolicyRuns:
         assert run.decisions[-1].load == run.loads[-2]
         assert run.windows_over == 1
         assert run.estimate.bottleneck == "sim:error_rate"
+
+
+#: the lab's settings (benchmarks/kraken.py): a straight trend lands 1.5% below its crossing
+LAB_ADAPTIVE = partial(
+    next_step,
+    config=StepPolicyConfig(
+        reference_load=1000,
+        resolution=0.03,
+        cautious_step=0.08,
+        trust=0.9,
+        landing=0.015,
+        probe_wider_than=0.06,
+    ),
+)
+
+
+class TestFewerStepsOnAStraightLimit:
+    """Where the limit is a metric linear in load (utilization, as in the lab), the adaptive
+    policy never needs more steps than Kraken's fixed one and fewer on average, within 3%,
+    crossing the threshold at most once."""
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        capacity=st.floats(min_value=600, max_value=1050),
+        start=st.floats(min_value=50, max_value=350),
+        noise=st.sampled_from([0.0, 0.02, 0.05]),
+        seed=st.integers(min_value=0, max_value=10_000),
+    )
+    def test_adaptive_beats_fixed(
+        self, capacity: float, start: float, noise: float, seed: int
+    ) -> None:
+        region = SimulatedRegion(capacity_rps=capacity, noise=noise, knee=8)
+        ours = run_load_test(region, METRICS_LOOSE_SLO, LAB_ADAPTIVE, start_load=start, seed=seed)
+        theirs = run_load_test(region, METRICS_LOOSE_SLO, FIXED, start_load=start, seed=seed)
+        assert ours.steps <= theirs.steps
+        assert abs(ours.error) <= 0.03
+        assert ours.windows_over <= 1
+
+    def test_fewer_steps_on_average(self) -> None:
+        rng = random.Random(6)
+        ours, theirs = 0, 0
+        for seed in range(30):
+            region = SimulatedRegion(capacity_rps=rng.uniform(600, 1050), noise=0.02, knee=8)
+            start = rng.uniform(50, 350)
+            ours += run_load_test(
+                region, METRICS_LOOSE_SLO, LAB_ADAPTIVE, start_load=start, seed=seed
+            ).steps
+            theirs += run_load_test(
+                region, METRICS_LOOSE_SLO, FIXED, start_load=start, seed=seed
+            ).steps
+        assert ours < 0.8 * theirs
