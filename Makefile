@@ -23,6 +23,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check orchestrator workflows tests benchmarks loadtests
 	$(BIN)/ruff format --check orchestrator workflows tests benchmarks loadtests
 	$(BIN)/mypy orchestrator workflows
+	# Known vulnerabilities in installed dependencies (PyPI's advisory data).
+	$(BIN)/pip-audit --skip-editable --progress-spinner off
 
 demo: $(STAMP)
 	@echo 'make demo: the main scenario (issue 10) is not built yet; see README "Status".' >&2; exit 1

@@ -2,13 +2,18 @@
 
 Every mutation carries an ``Idempotency-Key``; routing writes carry
 ``If-Match: <version>``. Failures become :mod:`orchestrator.exceptions` with
-the HTTP status and the server's reason; nothing is retried here, because the
+the HTTP status and the server's reason. Mutations are never retried here: the
 caller (a Temporal activity) owns the retry policy and the idempotency key
-makes its retries safe.
+makes its retries safe. Reads (GET) are retried a few times with a short
+jittered backoff on timeouts, transport errors and 5xx: they change nothing,
+and an activity making three reads would otherwise fail as a whole whenever
+any one of them hit a flaky API, and wait out Temporal's (much longer) backoff.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -49,6 +54,8 @@ from orchestrator.models import (
 __all__ = ["DEFAULT_TIMEOUT_S", "HttpFleet"]
 
 DEFAULT_TIMEOUT_S = 10.0
+#: tries per read (GET) before a FleetUnavailable reaches the caller
+DEFAULT_READ_ATTEMPTS = 3
 
 M = TypeVar("M", bound=BaseModel)
 _AUDIT = TypeAdapter(list[AuditEntry])
@@ -69,7 +76,11 @@ class HttpFleet:
         verify: bool | str = True,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        read_attempts: int = DEFAULT_READ_ATTEMPTS,
     ) -> None:
+        if read_attempts < 1:
+            raise ValueError(f"read_attempts must be at least 1, got {read_attempts}")
+        self._read_attempts = read_attempts
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be http(s)://..., got {base_url!r}")
         headers = {"Accept": "application/json", "User-Agent": "dr-orchestrator/fleet-client"}
@@ -194,6 +205,24 @@ class HttpFleet:
         params: Mapping[str, str] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        attempts = self._read_attempts if method == "GET" else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._call_once(method, path, params, json, headers)
+            except FleetUnavailable:
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(0.1 * 2**attempt * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    async def _call_once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        json: Any,
+        headers: Mapping[str, str] | None,
     ) -> httpx.Response:
         where = f"{method} {self.base_url}/{API_VERSION}{path}"
         try:

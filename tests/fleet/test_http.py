@@ -214,3 +214,45 @@ class TestMapping:
         pool = fleet._client._transport._pool  # type: ignore[attr-defined]
         await fleet.aclose()
         assert pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
+
+
+class TestReadRetries:
+    """Reads are retried through a flaky API; mutations never are (their activity retries)."""
+
+    @staticmethod
+    def flaky(failures: int, calls: list[str]) -> httpx.MockTransport:
+        def handler(request: httpx.Request) -> httpx.Response:
+            calls.append(request.method)
+            if len(calls) <= failures:
+                return httpx.Response(500, json={"reason": "injected"})
+            if request.method == "GET":
+                return httpx.Response(200, json={"ok": True})
+            return httpx.Response(200, json={"applied": True, "idempotency_key": "k"})
+
+        return httpx.MockTransport(handler)
+
+    async def test_get_retried_until_it_answers(self) -> None:
+        calls: list[str] = []
+        fleet = HttpFleet("http://lab", transport=self.flaky(2, calls), read_attempts=3)
+        response = await fleet._call("GET", "/topology")
+        assert response.json() == {"ok": True} and calls == ["GET"] * 3
+        await fleet.aclose()
+
+    async def test_get_gives_up_after_its_attempts(self) -> None:
+        calls: list[str] = []
+        fleet = HttpFleet("http://lab", transport=self.flaky(5, calls), read_attempts=2)
+        with pytest.raises(FleetUnavailable):
+            await fleet._call("GET", "/topology")
+        assert calls == ["GET", "GET"]
+        await fleet.aclose()
+
+    async def test_mutation_tried_once(self) -> None:
+        calls: list[str] = []
+        fleet = HttpFleet("http://lab", transport=self.flaky(1, calls))
+        with pytest.raises(FleetUnavailable):
+            await fleet.set_service_weight(
+                ServiceWeightChange(region="eu-west", service="web", weight=0.5),
+                idempotency_key="once",
+            )
+        assert calls == ["POST"]
+        await fleet.aclose()

@@ -1,0 +1,48 @@
+"""Worker SIGKILLs, a dev-server restart and a 30%-flaky fleet API: every run still ends right.
+
+The trials run at the same time (each on its own dev server, lab and
+worker process), so the module costs one trial's wall time. The benchmark
+(``benchmarks/chaos.py``) runs the same trials with many more kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import pytest_asyncio
+
+from tests.chaos.harness import SCENARIOS, ChaosPlan, TrialResult, run_trial
+
+pytestmark = pytest.mark.slow
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def trials() -> dict[str, TrialResult]:
+    plans = {
+        "rebalance": ChaosPlan(seed=12, kills=2),
+        "loadtest": ChaosPlan(seed=13, kills=1, server_restart_after=1),
+    }
+    results = await asyncio.gather(
+        *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items())
+    )
+    return {r.scenario: r for r in results}
+
+
+class TestRebalancerSurvivesCrashes:
+    """#4: kill the worker mid-epoch; the next worker continues without publishing twice."""
+
+    async def test_converges_without_double_publish(self, trials: dict[str, TrialResult]) -> None:
+        result = trials["rebalance"]
+        assert result.problems == [] and result.ok
+        assert result.kills == 2 and result.mutations > 0
+
+
+class TestLoadTestSurvivesCrashes:
+    """A load test killed mid-ramp still finishes and puts the routing back."""
+
+    async def test_restores_routing(self, trials: dict[str, TrialResult]) -> None:
+        result = trials["loadtest"]
+        assert result.problems == [] and result.ok
+        assert result.kills == 1 and result.server_restarts == 1
+        assert result.mutations > 0
