@@ -35,6 +35,7 @@ def workflows() -> list[type]:
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
+    from orchestrator.activities.drain import DrainActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
@@ -46,6 +47,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     overrides = OverrideActivities(ctx.client)
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
+    drain = DrainActivities(ctx.fleet, ctx.client)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -63,6 +65,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         runbook.change_config,
         runbook.notify,
         runbook.durations,
+        drain.check_capacity,
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,

@@ -3,9 +3,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 import yaml
 from temporalio.client import WorkflowHandle
@@ -20,7 +21,9 @@ from orchestrator.contracts.runbook import (
 )
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook
-from tests.workflows.conftest import Stack
+from orchestrator.lab.config import DemandConfig
+from orchestrator.lab.server import LabThread, build_app
+from tests.workflows.conftest import Stack, lab_config
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 
@@ -58,6 +61,18 @@ tasks:
     depends_on: [stop-batch]
     args: {approvers: [alice], timeout: 60}
 """
+
+
+#: edge demand low enough that two regions take the third's load under 75%
+ROOMY_RPS = 120.0
+
+
+@pytest.fixture
+def model_lab() -> Iterator[LabThread]:
+    """The default model lab with room for a drain (the default demand leaves none)."""
+    config = lab_config(initial_routing="nearest", demand=DemandConfig(total_rps=ROOMY_RPS))
+    with LabThread(build_app(config, mode="model")) as lab:
+        yield lab
 
 
 def runbook(text: str, **params: Any) -> Runbook:
