@@ -1,8 +1,10 @@
+"""Runbook workflow tests share a model lab with room for a drain, a converged
+rebalancer, and helpers to start runs and wait for task phases."""
+
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -12,17 +14,11 @@ import yaml
 from temporalio.client import WorkflowHandle
 
 from orchestrator.contracts.rebalancer import RebalancerInput
-from orchestrator.contracts.runbook import (
-    ApproveInput,
-    OperatorInput,
-    RunbookRunInput,
-    TaskControlInput,
-    TaskPhase,
-)
-from orchestrator.runbook.params import bind
-from orchestrator.runbook.spec import Runbook
+from orchestrator.contracts.runbook import RunbookRunInput, TaskPhase
 from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.runbook.params import bind
+from orchestrator.runbook.spec import Runbook
 from tests.workflows.conftest import Stack, lab_config
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
@@ -99,10 +95,10 @@ async def balanced(stack: Stack) -> AsyncIterator[dict[str, dict[str, float]]]:
     await handle.terminate("test over")
 
 
-async def start(stack: Stack, rb: Runbook) -> WorkflowHandle[RunbookWorkflow, Any]:
+async def start(stack: Stack, rb: Runbook, **fields: Any) -> WorkflowHandle[RunbookWorkflow, Any]:
     return await stack.client.start_workflow(
         RunbookWorkflow.run,
-        RunbookRunInput(runbook=rb, requested_by="test"),
+        RunbookRunInput(runbook=rb, requested_by="test", **fields),
         id=f"{rb.name}-{uuid.uuid4().hex[:6]}",
         task_queue=stack.task_queue,
     )
@@ -132,77 +128,3 @@ def close(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -> boo
         for p in set(a) | set(b)
         for r in set(a.get(p, {})) | set(b.get(p, {}))
     )
-
-
-class TestDrainAndRollback:
-    """A drain runs its DAG to the approval; abort undoes every step, routing back to the original."""
-
-    async def test_abort_rolls_back_everything(
-        self, stack: Stack, balanced: dict[str, dict[str, float]]
-    ) -> None:
-        before = await stack.fleet.topology()
-        handle = await start(stack, runbook(DRAIN, region="eu-west"))
-        await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
-
-        drained = await stack.fleet.topology()
-        table = await stack.fleet.routing()
-        assert all(shares.get("eu-west", 0.0) == 0.0 for shares in table.fractions.values())
-        assert drained.service_weights.get("eu-west/sessions") == 0.0
-        assert not [s for s in drained.shards if s.service == "kv" and s.primary == "eu-west"]
-        assert not [j for j in drained.batch_jobs if j.region == "eu-west" and j.running]
-
-        await handle.execute_update(
-            RunbookWorkflow.abort_run, OperatorInput(by="bob", reason="test")
-        )
-        report = await handle.result()
-        assert report.outcome == "aborted"
-        after = await stack.fleet.topology()
-        assert after.service_weights.get("eu-west/sessions", 1.0) == before.service_weights.get(
-            "eu-west/sessions", 1.0
-        )
-        assert sorted((s.id, s.primary) for s in after.shards) == sorted(
-            (s.id, s.primary) for s in before.shards
-        )
-        assert [(j.name, j.running) for j in after.batch_jobs] == [
-            (j.name, j.running) for j in before.batch_jobs
-        ]
-        assert close((await stack.fleet.routing()).fractions, balanced)
-        keys = Counter(e.idempotency_key for e in await stack.fleet.audit())
-        assert max(keys.values()) == 1
-
-    async def test_approval_completes_with_report(
-        self, stack: Stack, balanced: dict[str, dict[str, float]]
-    ) -> None:
-        handle = await start(stack, runbook(DRAIN, region="eu-west"))
-        await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
-        await handle.execute_update(
-            RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice", comment="ok")
-        )
-        report = await handle.result()
-        assert report.outcome == "completed"
-        assert report.critical_path[0] == "shift-traffic" and report.critical_path[-1] == "sign-off"
-        assert report.sequential_s >= report.critical_path_s > 0
-        assert any("approved by alice" in e for e in report.events)
-
-
-class TestOperatorControls:
-    """Skip and pause act on a live run."""
-
-    async def test_skip_and_pause(
-        self, stack: Stack, balanced: dict[str, dict[str, float]]
-    ) -> None:
-        handle = await start(stack, runbook(DRAIN, region="eu-west"))
-        await handle.execute_update(
-            RunbookWorkflow.skip,
-            TaskControlInput(task="stop-batch", by="carol", reason="batch is fine"),
-        )
-        await wait_phase(handle, "sign-off", TaskPhase.RUNNING)
-        await handle.execute_update(RunbookWorkflow.pause, OperatorInput(by="carol"))
-        status = await handle.query(RunbookWorkflow.status)
-        assert status.state == "paused"
-        assert next(t for t in status.tasks if t.id == "stop-batch").phase == TaskPhase.SKIPPED
-        await handle.execute_update(RunbookWorkflow.resume, OperatorInput(by="carol"))
-        await handle.execute_update(
-            RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice")
-        )
-        assert (await handle.result()).outcome == "completed"
