@@ -5,11 +5,13 @@ from __future__ import annotations
 import typer
 
 from orchestrator.commands import (
+    drain,
     lab,
     loadtest,
     platform,
     rebalance,
     runbook,
+    runbook_control,
     status,
     training,
     triggers,
@@ -31,4 +33,6 @@ app.add_typer(lab.app, name="lab")
 status.register(app)
 app.add_typer(triggers.app, name="triggers")
 app.add_typer(runbook.app, name="runbook")
+runbook_control.register(runbook.app)
+drain.register(app)
 app.add_typer(loadtest.app, name="loadtest")

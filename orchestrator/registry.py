@@ -44,6 +44,7 @@ def workflows() -> list[type]:
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
+    from orchestrator.activities.drain import DrainActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
@@ -57,6 +58,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
     training = TrainingActivities(ctx.fleet)
+    drain = DrainActivities(ctx.fleet, ctx.client)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -74,6 +76,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         runbook.change_config,
         runbook.notify,
         runbook.durations,
+        drain.check_capacity,
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,

@@ -21,21 +21,21 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.runbook import DurationsInput, RunbookActivities
     from orchestrator.contracts.runbook import (
         TERMINAL,
-        AlertResolvedInput,
         ApproveInput,
         OperatorInput,
         RunbookReport,
         RunbookRunInput,
-        RunbookStatus,
         TaskControlInput,
         TaskPhase,
         TaskState,
     )
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
-    from orchestrator.runbook.spec import Task
+    from orchestrator.runbook.spec import RunbookKind, Task
     from orchestrator.runbook.templates import REGISTRY
     from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+    from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor, check
+    from workflows.runbook_steps import admit_drain
 
 __all__ = ["RunbookWorkflow"]
 
@@ -45,7 +45,7 @@ DEFAULT_CONDITION_TIMEOUT = 600.0
 
 
 @workflow.defn
-class RunbookWorkflow:
+class RunbookWorkflow(RunbookControls):
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
         self.inp = inp
@@ -70,23 +70,9 @@ class RunbookWorkflow:
     @workflow.run
     async def run(self, inp: RunbookRunInput) -> RunbookReport:
         rb = inp.runbook
-        attrs = [RUNBOOK.value_set(rb.name), RUN_KIND.value_set(rb.kind.value)]
-        region = rb.parameters.get("region")
-        if region is not None and region.default:
-            attrs.append(REGION.value_set(str(region.default)))
-        workflow.upsert_search_attributes(attrs)
         started = workflow.now()
         info = workflow.info()
-        self.executor = TemplateExecutor(f"{info.workflow_id}/{info.run_id}", self.approvals.get)
-        history = await workflow.execute_activity_method(
-            RunbookActivities.durations,
-            DurationsInput(runbook=rb.name),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RETRY,
-        )
-        for task_id, seconds in history.items():
-            if task_id in self.tasks and seconds:
-                self.tasks[task_id].expected_s = percentile(seconds, 0.75)
+        await self._start_up(inp)
         self._event(f"{self.mode} run of {rb.name} by {inp.requested_by}")
         running: dict[str, asyncio.Task[None]] = {}
         while self.abort is None and self.rollback_reason is None:
@@ -137,6 +123,38 @@ class RunbookWorkflow:
             sequential_s=sum(v for v in durations.values() if v is not None),
             events=self.events,
         )
+
+    async def _start_up(self, inp: RunbookRunInput) -> None:
+        """Search attributes, the capacity check of a drain, and the tasks' history."""
+        rb, info = inp.runbook, workflow.info()
+        attrs = [RUNBOOK.value_set(rb.name), RUN_KIND.value_set(rb.kind.value)]
+        param = rb.parameters.get("region")
+        region = str(param.default) if param is not None and param.default else None
+        if region is not None:
+            attrs.append(REGION.value_set(region))
+        workflow.upsert_search_attributes(attrs)
+        self.executor = TemplateExecutor(
+            f"{info.workflow_id}/{info.run_id}",
+            self.approvals.get,
+            mode=self.mode,
+            requested_by=inp.requested_by,
+            nested=inp.nested,
+        )
+        if rb.kind == RunbookKind.DRAIN and region is not None:
+            refusal = await admit_drain(region, inp.target_utilization)
+            if refusal is not None:
+                self.state = "refused"
+                self._event(refusal)
+                raise ApplicationError(refusal, type="UnsafeRequest", non_retryable=True)
+        history = await workflow.execute_activity_method(
+            RunbookActivities.durations,
+            DurationsInput(runbook=rb.name),
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RETRY,
+        )
+        for task_id, seconds in history.items():
+            if task_id in self.tasks and seconds:
+                self.tasks[task_id].expected_s = percentile(seconds, 0.75)
 
     # --- scheduling ----------------------------------------------------------
 
@@ -261,102 +279,3 @@ class RunbookWorkflow:
                 self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
         self.state = "aborted" if self.abort is not None else "rolled_back"
         return self.state
-
-    def _set(self, task_id: str, phase: TaskPhase, message: str) -> None:
-        self.tasks[task_id].phase = phase
-        if message:
-            self.tasks[task_id].message = message
-        self.changed = True
-
-    def _event(self, text: str) -> None:
-        stamp = workflow.now().strftime("%H:%M:%S")
-        self.events.append(f"{stamp} {text}")
-        workflow.logger.info(text)
-
-    # --- operator controls ---------------------------------------------------
-
-    def _known(self, task_id: str) -> None:
-        if task_id not in self.tasks:
-            raise ApplicationError(
-                f"no task {task_id!r} in {self.inp.runbook.name}", type="InvalidRequest"
-            )
-
-    @workflow.update
-    def pause(self, inp: OperatorInput) -> RunbookStatus:
-        self.paused_by = inp.by
-        self._event(f"paused by {inp.by}: {inp.reason}")
-        return self.status()
-
-    @workflow.update
-    def resume(self, inp: OperatorInput) -> RunbookStatus:
-        self.paused_by = None
-        self._event(f"resumed by {inp.by}")
-        return self.status()
-
-    @workflow.update
-    def skip(self, inp: TaskControlInput) -> RunbookStatus:
-        self.skips[inp.task] = inp
-        if self.tasks[inp.task].phase == TaskPhase.PENDING:
-            self._set(inp.task, TaskPhase.SKIPPED, f"skipped by {inp.by}: {inp.reason}")
-        self._event(f"{inp.task}: skipped by {inp.by}: {inp.reason}")
-        return self.status()
-
-    @skip.validator
-    def _validate_skip(self, inp: TaskControlInput) -> None:
-        self._known(inp.task)
-
-    @workflow.update
-    def override(self, inp: TaskControlInput) -> RunbookStatus:
-        self.overrides[inp.task] = inp
-        self._event(f"{inp.task}: override requested by {inp.by}: {inp.reason}")
-        return self.status()
-
-    @override.validator
-    def _validate_override(self, inp: TaskControlInput) -> None:
-        self._known(inp.task)
-        if not inp.reason:
-            raise ApplicationError(
-                "an override needs a reason; it is recorded", type="InvalidRequest"
-            )
-
-    @workflow.update
-    def approve(self, inp: ApproveInput) -> RunbookStatus:
-        self.approvals[inp.task] = inp
-        self._event(
-            f"{inp.task}: approved by {inp.by} at {workflow.now().isoformat()}: {inp.comment}"
-        )
-        return self.status()
-
-    @approve.validator
-    def _validate_approve(self, inp: ApproveInput) -> None:
-        self._known(inp.task)
-        task = self.inp.runbook.task(inp.task)
-        if task.template != "approval":
-            raise ApplicationError(f"task {inp.task} is not an approval", type="InvalidRequest")
-        approvers = task.args.get("approvers", [])
-        if approvers and inp.by not in approvers:
-            raise ApplicationError(
-                f"{inp.by} may not approve {inp.task} (approvers: {', '.join(approvers)})",
-                type="InvalidRequest",
-            )
-
-    @workflow.update
-    def abort_run(self, inp: OperatorInput) -> RunbookStatus:
-        self.abort = inp
-        self._event(f"abort requested by {inp.by}: {inp.reason}")
-        return self.status()
-
-    @workflow.signal
-    def alert_resolved(self, inp: AlertResolvedInput) -> None:
-        self._event(f"alert {inp.alertname or inp.fingerprint} resolved")
-
-    @workflow.query
-    def status(self) -> RunbookStatus:
-        return RunbookStatus(
-            runbook=self.inp.runbook.name,
-            mode=self.mode,
-            state="paused" if self.paused_by and self.state == "running" else self.state,
-            paused_by=self.paused_by,
-            tasks=list(self.tasks.values()),
-            events=self.events[-50:],
-        )

@@ -13,71 +13,45 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.activities.runbook import (
-        CheckInput,
-        CheckResult,
         ConfigInput,
         JobsInput,
-        NotifyInput,
         RunbookActivities,
         ShardStepInput,
         WeightInput,
     )
     from orchestrator.contracts.rebalancer import ClearOverrideInput, SetOverrideInput
-    from orchestrator.contracts.runbook import TaskState, Undo
-    from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
+    from orchestrator.contracts.runbook import TaskState, Undo, override_owner
     from orchestrator.models import ConfigChange, ServiceWeightChange
-    from orchestrator.runbook.predicates import Predicate
-    from orchestrator.runbook.spec import Task
+    from orchestrator.runbook.spec import Runbook, RunMode, Task
+    from workflows.runbook_children import ChildTemplates
+    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
+    from workflows.runbook_waits import WaitTemplates
 
-__all__ = ["TaskFailed", "TemplateExecutor"]
-
-RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=20),
-    maximum_attempts=8,
-    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
-)
-SHORT = timedelta(seconds=60)
+__all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
-class TaskFailed(Exception):
-    """A stage of a task failed; ``reason`` is what the operator sees."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def override_owner(region: str) -> str:
-    # Drains and restores of one region share an owner, so a restore can lift a
-    # drain's hold; a load test (another owner) is refused while a drain holds it.
-    return f"runbook:{region}"
-
-
-async def check(predicates: list[Predicate], window_s: float | None = None) -> CheckResult:
-    return await workflow.execute_activity_method(
-        RunbookActivities.check,
-        CheckInput(predicates=predicates, window_s=window_s),
-        start_to_close_timeout=SHORT,
-        retry_policy=RETRY,
-    )
-
-
-class TemplateExecutor:
+class TemplateExecutor(WaitTemplates, ChildTemplates):
     """Applies one step of a task's template and records its undo."""
 
-    def __init__(self, key_prefix: str, approvals: Callable[[str], object | None]) -> None:
+    def __init__(
+        self,
+        key_prefix: str,
+        approvals: Callable[[str], object | None],
+        *,
+        mode: RunMode = "real",
+        requested_by: str = "runbook",
+        nested: dict[str, Runbook] | None = None,
+    ) -> None:
         self.key_prefix = key_prefix
         self.approved = approvals
-
-    def key(self, task: str, step: int | str) -> str:
-        return f"{self.key_prefix}/{task}/{step}"
+        self.mode = mode
+        self.requested_by = requested_by
+        self.nested = nested or {}
 
     async def apply(self, task: Task, args: Any, state: TaskState, point: float, step: int) -> None:
         handler = getattr(self, f"_{task.template}", None)
@@ -224,48 +198,6 @@ class TemplateExecutor:
             retry_policy=RETRY,
         )
 
-    # --- waiting and talking -------------------------------------------------
-
-    async def _wait_for(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        deadline = workflow.now() + timedelta(seconds=args.timeout)
-        while True:
-            result = await check(args.predicates)
-            if result.ok:
-                return
-            state.message = result.message
-            if workflow.now() >= deadline:
-                raise TaskFailed(f"wait_for timed out: {result.message}")
-            await workflow.sleep(args.poll_interval)
-
-    async def _approval(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        state.message = f"waiting for approval by one of {', '.join(args.approvers)}"
-        try:
-            await workflow.wait_condition(
-                lambda: self.approved(task.id) is not None, timeout=timedelta(seconds=args.timeout)
-            )
-        except TimeoutError:
-            raise TaskFailed(f"no approval within {args.timeout:.0f}s") from None
-        state.message = f"approved: {self.approved(task.id)}"
-
-    async def _notify(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        await workflow.execute_activity_method(
-            RunbookActivities.notify,
-            NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
-            start_to_close_timeout=SHORT,
-            retry_policy=RETRY,
-        )
-
-    async def _delay(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        await workflow.sleep(args.duration)
-
     # --- undo ----------------------------------------------------------------
 
     async def undo(self, task_id: str, undo: Undo) -> None:
@@ -297,5 +229,7 @@ class TemplateExecutor:
                     start_to_close_timeout=SHORT,
                     retry_policy=RETRY,
                 )
+            case "runbook":
+                await self._undo_runbook(task_id, a)
             case _:
                 raise TaskFailed(f"no undo for {undo.template}")

@@ -16,6 +16,7 @@ from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.policy.maelstrom import dag_of, simulate, topological_layers
 from orchestrator.runbook import lint_files, load_runbook
+from orchestrator.runbook.spec import Runbook, RunMode
 from orchestrator.runbook.types import format_duration
 
 app = typer.Typer(
@@ -77,49 +78,60 @@ def plan_command(
         fail(f"--mode {mode!r}: use drill or real")
     try:
         runbook = load_runbook(file, parse_params(params))
-        run_mode = runbook.mode_for("drill" if mode == "drill" else "real")
-        dag = dag_of(runbook, run_mode)
-        layers = topological_layers(dag)
-        schedule = simulate(dag, parallelism)
+        plan = plan_data(runbook, "drill" if mode == "drill" else "real", parallelism)
     except OrchestratorError as exc:
         fail(str(exc))
-    skipped = [t.id for t in runbook.tasks if not t.active_in(run_mode)]
-    plan: dict[str, Any] = {
+    if as_json:
+        print_json(plan)
+    else:
+        print_plan(runbook, plan)
+
+
+def plan_data(runbook: Runbook, mode: RunMode, parallelism: int | None = None) -> dict[str, Any]:
+    """The plan: DAG layers, start times, expected durations and the critical path."""
+    run_mode = runbook.mode_for(mode)
+    dag = dag_of(runbook, run_mode)
+    schedule = simulate(dag, parallelism)
+    return {
         "runbook": runbook.name,
         "mode": run_mode,
-        "layers": layers,
-        "skipped": skipped,
+        "layers": topological_layers(dag),
+        "skipped": [t.id for t in runbook.tasks if not t.active_in(run_mode)],
         "critical_path": schedule.critical_path,
         "makespan_s": schedule.makespan_s,
         "sequential_s": schedule.sequential_s,
         "speedup": schedule.speedup,
         "start_s": schedule.start_s,
+        "expected_s": {t.id: t.duration_s for t in dag.tasks},
     }
-    if as_json:
-        print_json(plan)
-        return
-    table = Table(title=f"{runbook.name} ({run_mode})")
-    for column in ("layer", "task", "template", "starts at", "expected"):
+
+
+def print_plan(runbook: Runbook, plan: dict[str, Any]) -> None:
+    table = Table(title=f"{runbook.name} ({plan['mode']})")
+    for column in ("layer", "task", "template", "after", "starts at", "expected"):
         table.add_column(column)
-    critical = set(schedule.critical_path.tasks)
-    for depth, layer in enumerate(layers):
+    path = plan["critical_path"]
+    critical = set(path.tasks)
+    for depth, layer in enumerate(plan["layers"]):
         for task_id in layer:
             task = runbook.task(task_id)
             name = f"[bold]{task_id}[/] *" if task_id in critical else task_id
-            if task_id in skipped:
+            if task_id in plan["skipped"]:
                 name = f"[dim]{task_id} (skipped: when {task.when})[/]"
+            after = [*task.depends_on, *(f"~{d}" for d in task.weak_depends_on)]
             table.add_row(
                 str(depth),
                 name,
                 task.template,
-                format_duration(schedule.start_s[task_id]),
-                format_duration(dag.task(task_id).duration_s),
+                ", ".join(after),
+                format_duration(plan["start_s"][task_id]),
+                format_duration(plan["expected_s"][task_id]),
             )
     console.print(table)
     console.print(
-        f"critical path (*): {' -> '.join(schedule.critical_path.tasks)}; "
-        f"expected {format_duration(schedule.makespan_s)} "
-        f"vs {format_duration(schedule.sequential_s)} one after another "
-        f"({schedule.speedup:.1f}x)",
+        f"critical path (*): {' -> '.join(path.tasks)}; "
+        f"expected {format_duration(plan['makespan_s'])} "
+        f"vs {format_duration(plan['sequential_s'])} one after another "
+        f"({plan['speedup']:.1f}x); ~ marks a weak dependency",
         highlight=False,
     )

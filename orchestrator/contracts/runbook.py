@@ -29,6 +29,7 @@ __all__ = [
     "Undo",
     "RunbookRunInput",
     "TriggerContext",
+    "override_owner",
     "runbook_workflow_id",
 ]
 
@@ -53,6 +54,12 @@ class RunbookRunInput(BaseModel):
     mode: RunMode = "real"
     requested_by: str = Field(min_length=1)
     trigger: TriggerContext | None = None
+    #: runbooks this one runs as nested tasks (and their restores), by the name the
+    #: ``runbook`` template gives, linted and unbound: the starter reads the files
+    #: (``orchestrator.runbook.lint.nested_runbooks``) so the workflow does no I/O
+    nested: dict[str, Runbook] = Field(default_factory=dict)
+    #: refuse to start a drain after which other regions run above this utilization
+    target_utilization: float = Field(default=0.75, gt=0, le=1)
 
 
 class AlertResolvedInput(BaseModel):
@@ -61,6 +68,15 @@ class AlertResolvedInput(BaseModel):
     fingerprint: str
     alertname: str = ""
     ends_at: datetime | None = None
+
+
+def override_owner(region: str) -> str:
+    """The rebalancer override owner of drains and restores of ``region``.
+
+    Drains and restores of one region share it, so a restore can lift a drain's
+    hold; a load test (another owner) is refused while a drain holds it.
+    """
+    return f"runbook:{region}"
 
 
 def runbook_workflow_id(runbook: str, key: str) -> str:

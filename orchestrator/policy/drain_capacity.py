@@ -12,6 +12,7 @@ switches at 75%, §4.7). Spreading follows one of three rules:
 - ``balanced``: water-filling to the lowest common utilization, the best the
   rebalancer can do, so a refusal under it is a refusal under any routing.
 
+Batch services are left out: a drain stops batch jobs rather than moving them.
 Missing health for a region that sends or receives load refuses the drain:
 an unobserved region cannot be shown to be safe.
 """
@@ -24,7 +25,7 @@ from typing import Literal
 from pydantic import Field
 
 from orchestrator.exceptions import InvalidInstance, UnsafeRequest
-from orchestrator.models import HealthReport, RegionStatus, StrictModel, Topology
+from orchestrator.models import HealthReport, RegionStatus, ServiceKind, StrictModel, Topology
 
 __all__ = [
     "DEFAULT_TARGET_UTILIZATION",
@@ -174,7 +175,9 @@ def forecast_drain(
             roles[entry.name] = "out"
         else:
             roles[entry.name] = "receiving"
-    services = sorted({s for r in topology.regions for s in r.capacity_rps})
+    # Batch work is stopped by a drain, not moved, so it asks nothing of the receivers.
+    batch = {s.name for s in topology.services if s.kind is ServiceKind.BATCH}
+    services = sorted({s for r in topology.regions for s in r.capacity_rps} - batch)
     reasons: list[str] = []
     per_region: dict[str, list[ServiceForecast]] = {r: [] for r in roles}
     for service in services:

@@ -8,7 +8,13 @@ and activities.
 from __future__ import annotations
 
 from orchestrator.runbook.findings import Finding, RunbookInvalid
-from orchestrator.runbook.lint import lint_file, lint_files, lint_text, load_runbook
+from orchestrator.runbook.lint import (
+    lint_file,
+    lint_files,
+    lint_text,
+    load_runbook,
+    nested_runbooks,
+)
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.predicates import Predicate, PredicateResult, evaluate
 from orchestrator.runbook.spec import Parameter, Runbook, RunbookKind, Steps, Task, Trigger
@@ -34,5 +40,6 @@ __all__ = [
     "lint_files",
     "lint_text",
     "load_runbook",
+    "nested_runbooks",
     "template",
 ]

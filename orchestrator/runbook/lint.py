@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.exceptions import RunbookError
 from orchestrator.runbook.findings import Finding, RunbookInvalid
 from orchestrator.runbook.loader import (
     Parsed,
@@ -422,3 +423,31 @@ def load_runbook(
     if findings or parsed is None or parsed.runbook is None:
         raise RunbookInvalid(str(path), findings)
     return parsed.runbook if params is None else bind(parsed.runbook, params)
+
+
+def nested_runbooks(
+    runbook: Runbook, base_dir: Path, *, registry: TemplateRegistry = REGISTRY
+) -> dict[str, Runbook]:
+    """Every runbook ``runbook`` runs as a nested task, and their restore runbooks,
+    transitively: by the reference the task gives, each linted and unbound.
+
+    The starter of a run passes this as ``RunbookRunInput.nested`` so the workflow
+    reads no files; an invalid nested runbook is :class:`RunbookInvalid` here, so it
+    never starts either.
+    """
+    found: dict[str, Runbook] = {}
+    todo = [runbook]
+    while todo:
+        current = todo.pop()
+        refs = [str(t.args["runbook"]) for t in current.tasks if t.template == "runbook"]
+        if current is not runbook and current.restore_runbook:
+            refs.append(current.restore_runbook)
+        for ref in refs:
+            if ref in found or ref == runbook.name:
+                continue
+            path = resolve_runbook_ref(ref, base_dir)
+            if path is None:
+                raise RunbookError(f"nested runbook {ref!r}: no such file in {base_dir}")
+            found[ref] = load_runbook(path, registry=registry)
+            todo.append(found[ref])
+    return found

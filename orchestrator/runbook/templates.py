@@ -253,14 +253,25 @@ class RunbookArgs(StrictModel):
     mode: Literal["inherit", "drill", "real"] = "inherit"
 
 
+LoadMetric = Literal["p99_ms", "error_rate", "utilization"]
+DEFAULT_LOAD_METRICS: tuple[LoadMetric, ...] = ("p99_ms", "error_rate")
+
+
 class LoadTestArgs(StrictModel):
-    """A live load test of one region (its executor comes with the load-test issue)."""
+    """A live load test of one region, run as a child LiveLoadTestWorkflow."""
 
     region: str = Field(min_length=1)
-    metrics: list[str] = Field(default_factory=lambda: ["p99_ms", "error_rate"])
+    #: which of the lab metrics (p99_ms, error_rate, utilization) to watch
+    metrics: list[LoadMetric] = Field(default_factory=lambda: list(DEFAULT_LOAD_METRICS))
     service: str | None = None
     #: stop raising load once utilization reaches this
     max_utilization: Fraction = 0.9
+    p99_slo_ms: float = Field(default=100.0, gt=0)
+    max_error_rate: float = Field(default=0.01, gt=0, le=1)
+    #: health judged per load step, and the settling time before it
+    window_s: Duration = 30.0
+    settle_s: Duration = 10.0
+    max_steps: int = Field(default=20, ge=1, le=200)
 
 
 class DelayArgs(StrictModel):

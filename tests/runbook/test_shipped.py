@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.exceptions import RunbookError
 from orchestrator.policy.maelstrom import dag_of, simulate, topological_layers
-from orchestrator.runbook import REGISTRY, Runbook, lint_file, load_runbook
+from orchestrator.runbook import REGISTRY, Runbook, lint_file, load_runbook, nested_runbooks
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 SHIPPED = sorted(RUNBOOKS.glob("*.yaml"))
@@ -102,3 +103,23 @@ class TestPairing:
         assert drill.task("restore").undoes == "drain"
         drain = load_runbook(RUNBOOKS / "region-drain.yaml")
         assert {t.when for t in drain.tasks} == {"always", "drill", "real"}
+
+
+class TestNestedRunbooks:
+    """A runbook's nested runbooks (and their restores) are found, linted and given
+    unbound to the run, so the workflow reads no files; a missing one is an error."""
+
+    def test_drill_nests_drain_and_restore(self) -> None:
+        drill = load_runbook(RUNBOOKS / "region-drill.yaml", {"region": "eu-west"})
+        nested = nested_runbooks(drill, RUNBOOKS)
+        assert set(nested) == {"region-drain", "region-restore"}
+        # unbound: the nesting task binds its own parameters at run time
+        assert nested["region-drain"].parameters["region"].default is None
+
+    def test_drain_nests_nothing(self, drain: Runbook) -> None:
+        assert nested_runbooks(drain, RUNBOOKS) == {}
+
+    def test_missing_nested_runbook(self, tmp_path: Path) -> None:
+        drill = load_runbook(RUNBOOKS / "region-drill.yaml", {"region": "eu-west"})
+        with pytest.raises(RunbookError, match="region-drain"):
+            nested_runbooks(drill, tmp_path)

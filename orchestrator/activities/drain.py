@@ -1,0 +1,101 @@
+"""The capacity check a drain runs before it changes anything.
+
+Running drains are found two ways, because either alone misses some: Temporal
+visibility (drain runbooks still running on this task queue, by their Region
+search attribute) and the rebalancer's override holders (``runbook:<region>``,
+which outlive a finished drain: a drained region stays out until restored).
+The CLI calls :func:`drain_forecast` for ``--dry-run``; the workflow calls the
+activity as its first step, so a drain started by a trigger is checked too.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from orchestrator.activities.errors import reported
+from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
+from orchestrator.contracts.runbook import override_owner
+from orchestrator.fleet.protocol import Fleet
+from orchestrator.policy.drain_capacity import (
+    DEFAULT_TARGET_UTILIZATION,
+    DrainForecast,
+    check_drain_capacity,
+    forecast_drain,
+)
+from orchestrator.temporal import REGION
+
+__all__ = ["DrainActivities", "DrainCheckInput", "drain_forecast", "running_drains"]
+
+HOLD = "override held by"
+
+
+class DrainCheckInput(BaseModel):
+    region: str = Field(min_length=1)
+    #: the drain asking, left out of the running drains
+    workflow_id: str = ""
+    target: float = Field(default=DEFAULT_TARGET_UTILIZATION, gt=0, le=1)
+    #: only drains on this task queue count (one deployment); empty: every queue
+    task_queue: str = ""
+
+
+async def running_drains(
+    client: Client,
+    *,
+    exclude_id: str = "",
+    task_queue: str = "",
+    rebalancer_id: str = REBALANCER_ID,
+) -> dict[str, str]:
+    """Region -> what drains it (a workflow id, or an override holder)."""
+    found: dict[str, str] = {}
+    query = "RunKind = 'drain' AND ExecutionStatus = 'Running'"
+    if task_queue:
+        query += f" AND TaskQueue = '{task_queue}'"
+    async for execution in client.list_workflows(query):
+        region = execution.typed_search_attributes.get(REGION)
+        if execution.id != exclude_id and region:
+            found.setdefault(region, execution.id)
+    try:
+        status = await client.get_workflow_handle(rebalancer_id).query(
+            "status", result_type=RebalancerStatus
+        )
+    except RPCError:
+        return found  # no rebalancer: nothing can be held
+    for held in status.overrides:
+        if held.owner == override_owner(held.region) and held.max_share is not None:
+            found.setdefault(held.region, f"{HOLD} {held.owner}: {held.reason}")
+    return found
+
+
+async def drain_forecast(
+    fleet: Fleet, client: Client, inp: DrainCheckInput, *, check: bool = True
+) -> tuple[DrainForecast, dict[str, str]]:
+    """The forecast of draining ``inp.region`` with the running drains; with ``check``
+    a :class:`~orchestrator.policy.drain_capacity.DrainRefused` when it is unsafe."""
+    running = await running_drains(client, exclude_id=inp.workflow_id, task_queue=inp.task_queue)
+    if running.get(inp.region, "").startswith(HOLD):
+        # The region's own hold (a finished earlier drain of it) is not a second drain.
+        del running[inp.region]
+    topology = await fleet.topology()
+    health = await fleet.health()
+    others = sorted(running)
+    if check:
+        forecast = check_drain_capacity(topology, health, [inp.region], others, target=inp.target)
+    else:
+        forecast = forecast_drain(topology, health, [inp.region], others, target=inp.target)
+    return forecast, running
+
+
+class DrainActivities:
+    def __init__(self, fleet: Fleet, client: Client) -> None:
+        self._fleet = fleet
+        self._client = client
+
+    @activity.defn(name="check_drain_capacity")
+    @reported
+    async def check_capacity(self, inp: DrainCheckInput) -> DrainForecast:
+        """The forecast; a refusal is a non-retryable ``UnsafeRequest`` with the numbers."""
+        forecast, _ = await drain_forecast(self._fleet, self._client, inp)
+        return forecast

@@ -1,0 +1,153 @@
+"""``orchestrator drain REGION`` and ``orchestrator undrain REGION``: the shipped
+region-drain / region-restore runbooks as one command each.
+
+Before a drain starts, the capacity check runs here (and again as the drain's
+first activity, for drains started by triggers): it refuses, with every
+region's predicted utilization, a drain after which the other regions would run
+above the target, alone or together with drains already running. ``--dry-run``
+prints the plan (DAG, order, critical path) and that forecast, and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from temporalio.client import Client
+
+from orchestrator.activities.drain import DrainCheckInput, drain_forecast
+from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
+from orchestrator.commands.runbook import PARAM_OPTION, parse_params, plan_data, print_plan
+from orchestrator.commands.runbook_control import (
+    AS_OPTION,
+    MODE_OPTION,
+    WAIT_OPTION,
+    prepare,
+    print_report,
+    start_and_follow,
+    who,
+)
+from orchestrator.commands.temporal_call import with_client
+from orchestrator.config import Settings
+from orchestrator.contracts.runbook import RunbookReport
+from orchestrator.fleet.configured import fleet_from_settings
+from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast
+
+__all__ = ["RUNBOOKS_DIR", "register"]
+
+#: the runbooks shipped with the project
+RUNBOOKS_DIR = Path(__file__).resolve().parents[2] / "runbooks"
+
+TARGET_OPTION = typer.Option(
+    DEFAULT_TARGET_UTILIZATION,
+    "--target",
+    min=0.01,
+    max=1.0,
+    help="Refuse a drain after which another region would run above this utilization.",
+)
+
+
+def _forecast_table(forecast: DrainForecast, running: dict[str, str]) -> Table:
+    table = Table(
+        title=f"predicted utilization after draining {', '.join(forecast.draining)} "
+        f"(target {forecast.target_utilization:.0%})",
+        title_justify="left",
+    )
+    for column in ("region", "role", "now", "after", "by service (after)"):
+        table.add_column(column)
+    for region in forecast.regions:
+        after = region.utilization_after
+        over = after is not None and after > forecast.target_utilization
+        shown = "-" if after is None else f"{after:.0%}"
+        table.add_row(
+            region.region,
+            region.role + (f" ({running[region.region]})" if region.region in running else ""),
+            "-" if region.utilization_before is None else f"{region.utilization_before:.0%}",
+            f"[red]{shown}[/]" if over else shown,
+            ", ".join(
+                f"{s.service} {s.utilization_after:.0%}"
+                for s in region.services
+                if s.utilization_after is not None
+            ),
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("drain")
+    def drain(
+        region: str = typer.Argument(..., help="The region to drain."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Show the plan and the forecast; change nothing."
+        ),
+        wait: bool = WAIT_OPTION,
+        target: float = TARGET_OPTION,
+        params: list[str] = PARAM_OPTION,
+        mode: str = MODE_OPTION,
+        runbook: Path = typer.Option(RUNBOOKS_DIR / "region-drain.yaml", "--runbook"),
+        by: str | None = AS_OPTION,
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """Drain REGION with the region-drain runbook (workflow id drain-REGION)."""
+        inp = prepare(runbook, {**parse_params(params), "region": region}, mode, who(by), target)
+        wid = f"drain-{region}"
+
+        async def body(client: Client, settings: Settings) -> Any:
+            fleet = fleet_from_settings(settings)
+            check = DrainCheckInput(
+                region=region, workflow_id=wid, target=target, task_queue=settings.task_queue
+            )
+            try:
+                # A refusal (DrainRefused) is an OrchestratorError: with_client prints it.
+                forecast, running = await drain_forecast(fleet, client, check, check=not dry_run)
+            finally:
+                await fleet.aclose()
+            if dry_run:
+                return forecast, running
+            return await start_and_follow(client, settings, inp, wid, wait and not as_json)
+
+        answer = with_client(body, "drain")
+        if dry_run:
+            forecast, running = answer
+            plan = plan_data(inp.runbook, inp.mode)
+            if as_json:
+                print_json({"plan": plan, "forecast": forecast, "running_drains": running})
+                return
+            print_plan(inp.runbook, plan)
+            console.print(_forecast_table(forecast, running))
+            verdict = "[green]safe[/]" if forecast.safe else "[red]would be refused[/]: "
+            console.print(f"dry run, nothing changed; {verdict}" + "; ".join(forecast.reasons))
+            return
+        _started(answer, wid, as_json)
+
+    @app.command("undrain")
+    def undrain(
+        region: str = typer.Argument(..., help="The region to bring back."),
+        wait: bool = WAIT_OPTION,
+        params: list[str] = PARAM_OPTION,
+        mode: str = MODE_OPTION,
+        runbook: Path = typer.Option(RUNBOOKS_DIR / "region-restore.yaml", "--runbook"),
+        by: str | None = AS_OPTION,
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """Restore REGION with the region-restore runbook (workflow id undrain-REGION)."""
+        inp = prepare(runbook, {**parse_params(params), "region": region}, mode, who(by))
+        wid = f"undrain-{region}"
+        report = with_client(
+            lambda c, s: start_and_follow(c, s, inp, wid, wait and not as_json), "undrain"
+        )
+        _started(report, wid, as_json)
+
+
+def _started(report: RunbookReport | None, wid: str, as_json: bool) -> None:
+    if as_json:
+        print_json(report if report is not None else {"workflow_id": wid})
+    elif report is not None:
+        print_report(report)
+        if report.outcome != "completed":
+            fail(f"{wid} ended {report.outcome}")
+    else:
+        console.print(f"started {wid}  (orchestrator runbook status {wid})", highlight=False)

@@ -1,0 +1,115 @@
+"""Templates that run another workflow as a child: ``runbook`` (a nested
+RunbookWorkflow) and ``load_test`` (a LiveLoadTestWorkflow). A mixin of
+:class:`TemplateExecutor`.
+
+A child's id is ``<parent id>/<task id>``, stable across worker restarts, so a
+replayed parent finds the child it started instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
+    from orchestrator.contracts.runbook import (
+        RUNBOOK_WORKFLOW,
+        RunbookReport,
+        RunbookRunInput,
+        TaskState,
+        Undo,
+    )
+    from orchestrator.exceptions import OrchestratorError
+    from orchestrator.runbook.params import bind
+    from orchestrator.runbook.spec import Runbook, RunMode, Task
+    from workflows.runbook_steps import TaskFailed
+
+__all__ = ["ChildTemplates"]
+
+LOAD_TEST_WORKFLOW = "LiveLoadTestWorkflow"
+
+
+class ChildTemplates:
+    key_prefix: str
+    mode: RunMode
+    requested_by: str
+    nested: dict[str, Runbook]
+
+    def _bound(self, ref: str, parameters: dict[str, Any]) -> Runbook:
+        found = self.nested.get(ref)
+        if found is None:
+            known = ", ".join(sorted(self.nested)) or "none"
+            raise TaskFailed(f"nested runbook {ref!r} was not given at start (given: {known})")
+        try:
+            return bind(found, parameters)
+        except (OrchestratorError, ValueError) as exc:
+            raise TaskFailed(f"nested runbook {ref}: {exc}") from None
+
+    async def _child_runbook(self, rb: Runbook, mode: RunMode, child_id: str) -> RunbookReport:
+        report: RunbookReport = await workflow.execute_child_workflow(
+            RUNBOOK_WORKFLOW,
+            RunbookRunInput(
+                runbook=rb, mode=mode, requested_by=self.requested_by, nested=self.nested
+            ),
+            id=child_id,
+            result_type=RunbookReport,
+        )
+        return report
+
+    async def _runbook(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        rb = self._bound(args.runbook, args.parameters)
+        mode: RunMode = self.mode if args.mode == "inherit" else args.mode
+        if rb.restore_runbook and state.undo is None:
+            # Recorded before the child starts: an abort while it runs still restores.
+            state.undo = Undo(
+                template="runbook",
+                args={"runbook": rb.restore_runbook, "parameters": args.parameters, "mode": mode},
+            )
+        child_id = f"{workflow.info().workflow_id}/{task.id}"
+        state.message = f"running {rb.name} as {child_id}"
+        report = await self._child_runbook(rb, mode, child_id)
+        if report.outcome != "completed":
+            raise TaskFailed(f"nested runbook {rb.name} ended {report.outcome}")
+        state.message = f"{rb.name} completed in {report.critical_path_s:.1f}s critical path"
+
+    async def _undo_runbook(self, task_id: str, a: dict[str, Any]) -> None:
+        rb = self._bound(a["runbook"], a.get("parameters", {}))
+        child_id = f"{workflow.info().workflow_id}/{task_id}/restore"
+        report = await self._child_runbook(rb, a.get("mode", self.mode), child_id)
+        if report.outcome != "completed":
+            raise TaskFailed(f"restore runbook {rb.name} ended {report.outcome}")
+
+    async def _load_test(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        if step > 1:
+            return  # the load test steps itself; the task's steps do not repeat it
+        base = LoadTestInput(
+            region=args.region,
+            service=args.service or "web",
+            p99_slo_ms=args.p99_slo_ms,
+            max_error_rate=args.max_error_rate,
+            max_utilization=args.max_utilization,
+            window_s=args.window_s,
+            settle_s=args.settle_s,
+            max_steps=args.max_steps,
+            reason=f"{self.key_prefix}/{task.id}",
+        )
+        metrics = [m for m in base.watched_metrics() if m.key in args.metrics]
+        inp = base.model_copy(update={"metrics": metrics or None})
+        child_id = f"{workflow.info().workflow_id}/{task.id}"
+        state.message = f"load test {child_id} on {args.region}"
+        result: LoadTestResult = await workflow.execute_child_workflow(
+            LOAD_TEST_WORKFLOW, inp, id=child_id, result_type=LoadTestResult
+        )
+        summary = (
+            f"{result.outcome}: {result.estimate.load:.0f} rps "
+            f"({result.capacity_ratio:.0%} of theoretical), bottleneck {result.bottleneck or '-'}"
+        )
+        if result.outcome == "error" or not result.routing_restored:
+            raise TaskFailed(f"load test {summary}; routing restored: {result.routing_restored}")
+        state.message = summary

@@ -1,0 +1,68 @@
+"""What every part of a runbook run shares: the retry policy, the failure of a
+stage, and reading health predicates through the check activity."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.drain import DrainActivities, DrainCheckInput
+    from orchestrator.activities.runbook import CheckInput, CheckResult, RunbookActivities
+    from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
+    from orchestrator.runbook.predicates import Predicate
+
+__all__ = ["RETRY", "SHORT", "TaskFailed", "admit_drain", "check"]
+
+RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=20),
+    maximum_attempts=8,
+    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+)
+SHORT = timedelta(seconds=60)
+
+
+class TaskFailed(Exception):
+    """A stage of a task failed; ``reason`` is what the operator sees."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def check(predicates: list[Predicate], window_s: float | None = None) -> CheckResult:
+    return await workflow.execute_activity_method(
+        RunbookActivities.check,
+        CheckInput(predicates=predicates, window_s=window_s),
+        start_to_close_timeout=SHORT,
+        retry_policy=RETRY,
+    )
+
+
+async def admit_drain(region: str, target: float) -> str | None:
+    """None when the other regions can take ``region``'s load (with any running
+    drains); else the refusal, with the numbers. Runs before anything changes."""
+    info = workflow.info()
+    try:
+        forecast = await workflow.execute_activity_method(
+            DrainActivities.check_capacity,
+            DrainCheckInput(
+                region=region,
+                workflow_id=info.workflow_id,
+                target=target,
+                task_queue=info.task_queue,
+            ),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+    except ActivityError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == "UnsafeRequest":
+            return cause.message
+        raise
+    workflow.logger.info("capacity check passed: %s", forecast.summary())
+    return None

@@ -1,0 +1,66 @@
+"""Templates that wait or talk rather than change the fleet: wait_for,
+approval, notify and delay. A mixin of :class:`TemplateExecutor`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.runbook import NotifyInput, RunbookActivities
+    from orchestrator.contracts.runbook import TaskState
+    from orchestrator.runbook.spec import Task
+    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
+
+__all__ = ["WaitTemplates"]
+
+
+class WaitTemplates:
+    key_prefix: str
+    approved: Callable[[str], object | None]
+
+    def key(self, task: str, step: int | str) -> str:
+        return f"{self.key_prefix}/{task}/{step}"
+
+    async def _wait_for(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        deadline = workflow.now() + timedelta(seconds=args.timeout)
+        while True:
+            result = await check(args.predicates)
+            if result.ok:
+                return
+            state.message = result.message
+            if workflow.now() >= deadline:
+                raise TaskFailed(f"wait_for timed out: {result.message}")
+            await workflow.sleep(args.poll_interval)
+
+    async def _approval(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        state.message = f"waiting for approval by one of {', '.join(args.approvers)}"
+        try:
+            await workflow.wait_condition(
+                lambda: self.approved(task.id) is not None, timeout=timedelta(seconds=args.timeout)
+            )
+        except TimeoutError:
+            raise TaskFailed(f"no approval within {args.timeout:.0f}s") from None
+        state.message = f"approved: {self.approved(task.id)}"
+
+    async def _notify(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        await workflow.execute_activity_method(
+            RunbookActivities.notify,
+            NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
+            start_to_close_timeout=SHORT,
+            retry_policy=RETRY,
+        )
+
+    async def _delay(
+        self, task: Task, args: Any, state: TaskState, point: float, step: int
+    ) -> None:
+        await workflow.sleep(args.duration)
