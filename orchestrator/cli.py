@@ -10,6 +10,7 @@ from orchestrator.commands import (
     platform,
     rebalance,
     runbook,
+    schedule,
     status,
     training,
     triggers,
@@ -32,3 +33,4 @@ status.register(app)
 app.add_typer(triggers.app, name="triggers")
 app.add_typer(runbook.app, name="runbook")
 app.add_typer(loadtest.app, name="loadtest")
+app.add_typer(schedule.app, name="schedule")

@@ -26,15 +26,23 @@ class ActivityContext:
 
 
 def workflows() -> list[type]:
+    from workflows.drill import DrillWorkflow
     from workflows.fleet_snapshot import FleetSnapshotWorkflow
     from workflows.load_test import LiveLoadTestWorkflow
     from workflows.rebalancer import TrafficRebalanceWorkflow
     from workflows.runbook import RunbookWorkflow
 
-    return [FleetSnapshotWorkflow, TrafficRebalanceWorkflow, RunbookWorkflow, LiveLoadTestWorkflow]
+    return [
+        FleetSnapshotWorkflow,
+        TrafficRebalanceWorkflow,
+        RunbookWorkflow,
+        LiveLoadTestWorkflow,
+        DrillWorkflow,
+    ]
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
+    from orchestrator.activities.drill import DrillActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
@@ -46,6 +54,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     overrides = OverrideActivities(ctx.client)
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
+    drill = DrillActivities(ctx.client)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -66,4 +75,6 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,
+        drill.blockers,
+        drill.history,
     ]
