@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 from temporalio.client import (
     Client,
@@ -80,6 +81,14 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return labels
 
 
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        return f"{where}: {str(error['msg']).removeprefix('Value error, ')}"
+    return str(exc).splitlines()[0]
+
+
 def _create(schedule_id: str, workflow: str, arg: Any, spec: ScheduleSpec, paused: bool) -> None:
     async def body(client: Client, settings: Settings) -> None:
         action = ScheduleActionStartWorkflow(
@@ -140,7 +149,7 @@ def create_drill(
             requested_by=f"schedule:{schedule_id}",
         )
     except (OrchestratorError, ValueError) as exc:
-        fail(str(exc).splitlines()[0])
+        fail(_reason(exc))
     _create(schedule_id, DRILL_WORKFLOW, inp, _spec(every, cron, "2d"), paused)
 
 
@@ -165,7 +174,7 @@ def create_loadtest(
             reason=f"schedule:{schedule_id}",
         )
     except ValueError as exc:
-        fail(str(exc).splitlines()[0])
+        fail(_reason(exc))
     _create(schedule_id, LOAD_TEST_WORKFLOW, inp, _spec(every, cron, "1d"), paused)
 
 

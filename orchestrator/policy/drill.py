@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from pydantic import ValidationError
+
 from orchestrator.contracts.drill import DAYS, BlockedWindow
 
 __all__ = ["blocking_window", "least_recently_drained", "parse_window"]
@@ -65,4 +67,9 @@ def parse_window(text: str) -> BlockedWindow:
     start, sep, end = parts[-1].partition("-")
     if not sep:
         raise ValueError(f"{text!r}: expected HH:MM-HH:MM")
-    return BlockedWindow(start=start, end=end, days=days)
+    try:
+        return BlockedWindow(start=start, end=end, days=days)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"{text!r}: {error['loc'][0]}: {reason}") from None
