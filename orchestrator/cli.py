@@ -12,6 +12,7 @@ from orchestrator.commands import (
     rebalance,
     runbook,
     runbook_control,
+    schedule,
     status,
     training,
     triggers,
@@ -36,3 +37,4 @@ app.add_typer(runbook.app, name="runbook")
 runbook_control.register(runbook.app)
 drain.register(app)
 app.add_typer(loadtest.app, name="loadtest")
+app.add_typer(schedule.app, name="schedule")

@@ -26,6 +26,7 @@ class ActivityContext:
 
 
 def workflows() -> list[type]:
+    from workflows.drill import DrillWorkflow
     from workflows.fleet_snapshot import FleetSnapshotWorkflow
     from workflows.load_test import LiveLoadTestWorkflow
     from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -40,11 +41,13 @@ def workflows() -> list[type]:
         LiveLoadTestWorkflow,
         TrainingJobSupervisorWorkflow,
         TrainingRecoveryWorkflow,
+        DrillWorkflow,
     ]
 
 
 def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.drain import DrainActivities
+    from orchestrator.activities.drill import DrillActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
@@ -59,6 +62,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     load_test = LoadTestActivities(ctx.fleet)
     training = TrainingActivities(ctx.fleet)
     drain = DrainActivities(ctx.fleet, ctx.client)
+    drill = DrillActivities(ctx.client)
     return [
         reads.read_topology,
         reads.read_routing,
@@ -87,4 +91,6 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         training.start,
         training.await_progress,
         training.alert,
+        drill.blockers,
+        drill.history,
     ]

@@ -1,6 +1,7 @@
 """What the trigger server does with an Alertmanager notification or a manual start.
 
-For each alert in a notification: firing alerts that match a runbook's trigger
+Runs start with the runbook bound to their parameters (what RunbookWorkflow
+executes). For each alert in a notification: firing alerts that match a runbook's trigger
 start a run (or are deduplicated against the open run with the same workflow id,
 or held back by the runbook's cooldown); resolved alerts are signalled to the
 open run they started. Every alert gets an outcome in the answer. A Temporal
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 from orchestrator.contracts.runbook import AlertResolvedInput, RunbookRunInput, TriggerContext
 from orchestrator.exceptions import RunbookError
 from orchestrator.logging import get_logger
+from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import ParamType, Runbook, RunMode
 from orchestrator.triggers.cooldown import Cooldowns, utcnow
 from orchestrator.triggers.payload import Alert, AlertmanagerPayload, AlertStatus
@@ -229,11 +231,15 @@ class Intake:
         self, payload: AlertmanagerPayload, alert: Alert, match: TriggerMatch, base: AlertOutcome
     ) -> AlertOutcome:
         runbook = self.runbooks[match.runbook]
+        try:
+            bound = bind(runbook, match.parameters)
+        except RunbookError as exc:
+            return base.model_copy(update={"reason": str(exc)})
         request = StartRequest(
             workflow_id=match.workflow_id,
             region=_region_of(runbook, match.parameters),
             input=RunbookRunInput(
-                runbook=runbook,
+                runbook=bound,
                 parameters=match.parameters,
                 mode=runbook.mode_for(None),
                 requested_by=f"alertmanager:{payload.receiver}",
@@ -285,13 +291,19 @@ class Intake:
         if runbook is None:
             raise UnknownRunbook(name, sorted(self.runbooks))
         parameters = check_parameters(runbook, body.parameters)
+        try:
+            bound = bind(runbook, parameters)
+        except RunbookError as exc:
+            raise ParameterErrors(
+                [{"loc": ["body", "parameters"], "msg": str(exc), "type": "value_error"}]
+            ) from None
         mode = runbook.mode_for(body.mode)
         key = body.idempotency_key or uuid.uuid4().hex
         request = StartRequest(
             workflow_id=manual_workflow_id(runbook.name, key),
             region=_region_of(runbook, parameters),
             input=RunbookRunInput(
-                runbook=runbook,
+                runbook=bound,
                 parameters=parameters,
                 mode=mode,
                 requested_by=body.requested_by,

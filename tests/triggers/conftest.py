@@ -1,4 +1,9 @@
-"""Fixtures for the trigger tests: an in-memory starter, and the app over Temporal."""
+"""Fixtures for the trigger tests: an in-memory starter, and the app over Temporal.
+
+Over Temporal the runs are the real RunbookWorkflow on a worker with every
+activity, against a model-mode lab; the test runbooks end in an approval, so a
+run stays open (and repeats are deduplicated) until :func:`finish` approves it.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +17,21 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.contracts.runbook import AlertResolvedInput
+from orchestrator import registry
+from orchestrator.config import Settings
+from orchestrator.contracts.runbook import AlertResolvedInput, ApproveInput, RunbookRunInput
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.server import LabThread, build_app
 from orchestrator.runbook.spec import Runbook
 from orchestrator.triggers.auth import load_credentials
 from orchestrator.triggers.server import create_app
 from orchestrator.triggers.starter import StartFailed, StartRequest, StartResult, TemporalRunStarter
 from tests.fixtures.temporal import new_worker
-from tests.triggers.fake_runbook_workflow import FakeRunbookWorkflow
-from tests.triggers.payloads import HMAC_SECRET, TOKEN
+from tests.triggers.payloads import APPROVER, HMAC_SECRET, TOKEN
+from tests.workflows.conftest import lab_config
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -84,13 +93,36 @@ class TemporalStack:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def temporal_stack(dev_env: WorkflowEnvironment) -> AsyncIterator[TemporalStack]:
-    """The fake RunbookWorkflow on a fresh task queue of the session's dev server."""
-    worker = new_worker(dev_env.client, [], workflows=[FakeRunbookWorkflow])
-    async with worker:
-        yield TemporalStack(
-            dev_env.client, worker.task_queue, TemporalRunStarter(dev_env.client, worker.task_queue)
+async def temporal_stack(
+    dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[TemporalStack]:
+    """Every workflow and activity on a fresh task queue of the session's dev server."""
+    with LabThread(build_app(lab_config(), mode="model")) as lab:
+        fleet = HttpFleet(lab.url)
+        queue = f"triggers-{uuid.uuid4().hex[:10]}"
+        settings = Settings(
+            task_queue=queue, fleet_url=lab.url, state_dir=tmp_path_factory.mktemp("state")
         )
+        ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
+        async with new_worker(dev_env.client, registry.activities(ctx), task_queue=queue):
+            yield TemporalStack(dev_env.client, queue, TemporalRunStarter(dev_env.client, queue))
+        await fleet.aclose()
+
+
+async def started_with(client: Client, handle: WorkflowHandle) -> RunbookRunInput:
+    """The input a run was started with, from its first history event."""
+    history = await handle.fetch_history()
+    attrs = history.events[0].workflow_execution_started_event_attributes
+    [decoded] = await client.data_converter.decode(attrs.input.payloads, [RunbookRunInput])
+    assert isinstance(decoded, RunbookRunInput)
+    return decoded
+
+
+async def finish(client: Client, workflow_id: str) -> None:
+    """Approve the test runbook's last task, so the run completes."""
+    await client.get_workflow_handle(workflow_id).execute_update(
+        "approve", ApproveInput(task="sign-off", by=APPROVER, comment="test over")
+    )
 
 
 @pytest.fixture

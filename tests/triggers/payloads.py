@@ -13,6 +13,8 @@ from orchestrator.runbook.spec import Runbook
 
 TOKEN = "test-bearer-token-0123456789"
 HMAC_SECRET = "test-hmac-secret-0123456789"
+#: who may approve the test runbook's ``sign-off`` task
+APPROVER = "oncall"
 
 
 def fingerprint(labels: dict[str, str]) -> str:
@@ -66,7 +68,10 @@ def runbook(
     alertname: str = "RegionErrorRate",
     matchers: str = "['severity=~\"warning|critical\"', 'env!=\"dev\"']",
 ) -> Runbook:
-    """A small drain runbook whose trigger maps the ``region`` label; lints clean."""
+    """A small drain runbook whose trigger maps the ``region`` label; lints clean.
+
+    Its only task waits for an approval, so a run stays open until approved.
+    """
     text = f"""
 name: {name}
 kind: drain
@@ -74,9 +79,9 @@ parameters:
   region: {{type: region}}
   max_pct: {{type: int, default: 50}}
 tasks:
-  - id: hold
-    template: delay
-    args: {{duration: 1s}}
+  - id: sign-off
+    template: approval
+    args: {{approvers: [{APPROVER}], timeout: 10m}}
 triggers:
   - alertname: {alertname}
     matchers: {matchers}

@@ -117,3 +117,36 @@ async def alertmanager(tmp: Path, config: str) -> AsyncIterator[str]:
     ]
     async with binary_server(ALERTMANAGER, args, f"{base}/-/ready", tmp / "alertmanager.log"):
         yield base
+
+
+PROMETHEUS = Path("/usr/bin/prometheus")
+
+
+@contextlib.asynccontextmanager
+async def prometheus(
+    tmp: Path, target: str, *, rules: str = "", alertmanager_url: str | None = None
+) -> AsyncIterator[str]:
+    """A real Prometheus scraping ``target`` (host:port) and evaluating ``rules`` every
+    second, sending alerts to ``alertmanager_url``; yields its base URL."""
+    config = [
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}",
+        "scrape_configs:",
+        f'  - {{job_name: lab, static_configs: [{{targets: ["{target}"]}}]}}',
+    ]
+    if rules:
+        (tmp / "rules.yml").write_text(rules)
+        config += ["rule_files:", f"  - {tmp / 'rules.yml'}"]
+    if alertmanager_url:
+        am = alertmanager_url.removeprefix("http://")
+        config += ["alerting:", f'  alertmanagers: [{{static_configs: [{{targets: ["{am}"]}}]}}]']
+    (tmp / "prometheus.yml").write_text("\n".join(config) + "\n")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = [
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    async with binary_server(PROMETHEUS, args, f"{base}/-/ready", tmp / "prometheus.log"):
+        yield base

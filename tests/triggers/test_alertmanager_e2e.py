@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
-from orchestrator.contracts.runbook import AlertResolvedInput
+from orchestrator.contracts.runbook import AlertResolvedInput, RunbookReport, RunbookStatus
 from orchestrator.triggers.starter import StartRequest, StartResult, TemporalRunStarter
-from tests.triggers.conftest import TemporalStack, make_app
+from tests.triggers.conftest import TemporalStack, finish, make_app
 from tests.triggers.payloads import TOKEN, runbook
 from tests.triggers.servers import alertmanager, alertmanager_config, serve_app
 from tests.triggers.test_temporal_intake import wait_visible
@@ -86,12 +86,13 @@ class TestRealAlertmanager:
 
             ended = dict(firing[0], endsAt=(datetime.now(UTC) - timedelta(seconds=1)).isoformat())
             assert (await http.post("/api/v2/alerts", json=[ended])).status_code == 200
+            await _until(lambda: first.run_id in starter.signalled, 20, "the resolution")
             handle = temporal_stack.client.get_workflow_handle(
-                first.workflow_id, result_type=list[AlertResolvedInput]
+                first.workflow_id, result_type=RunbookReport
             )
-            signals = await asyncio.wait_for(handle.result(), 20)
-            assert [s.alertname for s in signals] == ["RegionErrorRate"]
-            assert signals[0].ends_at is not None
-            assert first.run_id in starter.signalled
+            status = await handle.query("status", result_type=RunbookStatus)
+            assert any("alert RegionErrorRate resolved" in e for e in status.events)
+            await finish(temporal_stack.client, first.workflow_id)
+            assert (await handle.result()).outcome == "completed"
         count = (await temporal_stack.client.count_workflows(f'Runbook = "{name}"')).count
         assert count == 1

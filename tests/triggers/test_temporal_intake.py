@@ -1,4 +1,4 @@
-"""The trigger server against a real Temporal dev server and the stand-in RunbookWorkflow."""
+"""The trigger server against a real Temporal dev server running the real RunbookWorkflow."""
 
 from __future__ import annotations
 
@@ -6,9 +6,16 @@ import asyncio
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from orchestrator.contracts.runbook import AlertResolvedInput, RunbookRunInput
+from orchestrator.contracts.runbook import RunbookReport, RunbookStatus
 from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
-from tests.triggers.conftest import AUTH, TemporalStack, asgi_client, make_app
+from tests.triggers.conftest import (
+    AUTH,
+    TemporalStack,
+    asgi_client,
+    finish,
+    make_app,
+    started_with,
+)
 from tests.triggers.payloads import alert, notification, runbook
 
 URL = "/v1/alerts/alertmanager"
@@ -42,9 +49,11 @@ class TestRunLifecycle:
             assert again["run_id"] == first["run_id"]
 
             handle = temporal_stack.client.get_workflow_handle(first["workflow_id"])
-            started = await handle.query("started_with", result_type=RunbookRunInput)
+            started = await started_with(temporal_stack.client, handle)
             assert started.parameters == {"region": "eu-west", "max_pct": 50}
             assert started.trigger is not None and started.trigger.source == "alertmanager"
+            # The run executes the runbook bound to the alert's labels.
+            assert started.runbook.parameters["region"].default == "eu-west"
             attrs = (await handle.describe()).typed_search_attributes
             assert (attrs.get(RUNBOOK), attrs.get(RUN_KIND), attrs.get(REGION)) == (
                 name,
@@ -57,10 +66,13 @@ class TestRunLifecycle:
             signalled = (await http.post(URL, json=resolved, headers=AUTH)).json()["results"][0]
             assert signalled["outcome"] == "signalled"
             assert signalled["run_id"] == first["run_id"]
-            result = await temporal_stack.client.get_workflow_handle(
-                first["workflow_id"], result_type=list[AlertResolvedInput]
+            status = await handle.query("status", result_type=RunbookStatus)
+            assert any("alert RegionErrorRate resolved" in e for e in status.events)
+            await finish(temporal_stack.client, first["workflow_id"])
+            report = await temporal_stack.client.get_workflow_handle(
+                first["workflow_id"], result_type=RunbookReport
             ).result()
-            assert [s.fingerprint for s in result] == [resolved_alert["fingerprint"]]
+            assert report.outcome == "completed"
 
             late = (await http.post(URL, json=resolved, headers=AUTH)).json()["results"][0]
             assert late["outcome"] == "ignored" and "no run" in late["reason"]
@@ -69,9 +81,7 @@ class TestRunLifecycle:
             assert restarted["outcome"] == "started"
             assert restarted["workflow_id"] == first["workflow_id"]
             assert restarted["run_id"] != first["run_id"]
-            await temporal_stack.client.get_workflow_handle(restarted["workflow_id"]).signal(
-                "finish"
-            )
+            await finish(temporal_stack.client, restarted["workflow_id"])
 
     async def test_concurrent_duplicates_start_exactly_one(
         self, temporal_stack: TemporalStack, unique: str
@@ -89,9 +99,7 @@ class TestRunLifecycle:
         assert await wait_visible(temporal_stack.client, query, 1) == 1
         run_ids = {r.json()["results"][0]["run_id"] for r in responses}
         assert len(run_ids) == 1
-        await temporal_stack.client.get_workflow_handle(
-            responses[0].json()["results"][0]["workflow_id"]
-        ).signal("finish")
+        await finish(temporal_stack.client, responses[0].json()["results"][0]["workflow_id"])
 
 
 class TestCooldownAcrossRestart:
@@ -116,9 +124,7 @@ class TestCooldownAcrossRestart:
         result = other.json()["results"][0]
         assert result["outcome"] == "ignored"
         assert result["reason"].startswith("cooldown:")
-        await temporal_stack.client.get_workflow_handle(
-            first.json()["results"][0]["workflow_id"]
-        ).signal("finish")
+        await finish(temporal_stack.client, first.json()["results"][0]["workflow_id"])
 
 
 class TestManualOverTemporal:
@@ -134,8 +140,8 @@ class TestManualOverTemporal:
             )
         assert response.status_code == 201
         handle = temporal_stack.client.get_workflow_handle(response.json()["workflow_id"])
-        started = await handle.query("started_with", result_type=RunbookRunInput)
+        started = await started_with(temporal_stack.client, handle)
         assert started.parameters == {"region": "us-east", "max_pct": 20}
         assert started.requested_by == "ana"
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-        await handle.signal("finish")
+        await finish(temporal_stack.client, handle.id)

@@ -1,0 +1,81 @@
+"""``orchestrator schedule``: what a created schedule starts, and one-line errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.client import ScheduleActionStartWorkflow, ScheduleOverlapPolicy
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.contracts.load_test import LoadTestInput
+
+ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
+
+
+async def cli(env: WorkflowEnvironment, *args: str) -> tuple[int, str, str]:
+    environ = {
+        **os.environ,
+        "HOME": "/nonexistent",
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORCHESTRATOR_TASK_QUEUE": "schedule-cli-test",
+    }
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR, *args, env=environ, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+class TestLoadTestSchedule:
+    """``create loadtest`` makes a daily schedule that starts LiveLoadTestWorkflow with the
+    region asked for, never two at once; pause and delete act on it."""
+
+    async def test_create_pause_delete(self, dev_env: WorkflowEnvironment) -> None:
+        schedule_id = f"lt-{uuid.uuid4().hex[:6]}"
+        code, _, err = await cli(
+            dev_env, "schedule", "create", "loadtest", schedule_id, "--region", "us-east"
+        )
+        assert code == 0, err
+        handle = dev_env.client.get_schedule_handle(schedule_id)
+        described = await handle.describe()
+        action = described.schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow)
+        assert action.workflow == "LiveLoadTestWorkflow"
+        assert action.task_queue == "schedule-cli-test"
+        [arg] = await dev_env.client.data_converter.decode(action.args, [LoadTestInput])  # type: ignore[arg-type]
+        assert isinstance(arg, LoadTestInput) and arg.region == "us-east"
+        assert [i.every.total_seconds() for i in described.schedule.spec.intervals] == [86400]
+        assert described.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+        assert not described.schedule.state.paused
+
+        code, _, err = await cli(dev_env, "schedule", "pause", schedule_id, "--note", "freeze")
+        assert code == 0, err
+        state = (await handle.describe()).schedule.state
+        assert state.paused and state.note == "freeze"
+        code, _, err = await cli(dev_env, "schedule", "delete", schedule_id)
+        assert code == 0, err
+        code, out, err = await cli(dev_env, "schedule", "list", "--json")
+        assert code == 0 and schedule_id not in out
+
+
+class TestErrors:
+    """Bad input is one line and a non-zero exit, before anything is created."""
+
+    async def test_bad_inputs(self, dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+        cases = [
+            (["create", "drill", "--blocked", "funday 00:00-01:00"], "unknown day"),
+            (["create", "drill", "--every", "soon"], "--every"),
+            (["create", "drill", "--runbook", str(tmp_path / "none.yaml")], "none.yaml"),
+            (["create", "loadtest", "x", "--region", "us-east", "--window", "0"], "window"),
+            (["pause", "no-such-schedule"], "no-such-schedule"),
+        ]
+        for args, expected in cases:
+            code, out, err = await cli(dev_env, "schedule", *args)
+            assert code != 0, args
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err, err
+            assert expected in err, (args, err)
