@@ -19,18 +19,24 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orchestrator import registry
+from orchestrator.commands.training_control import (
+    start_supervisor,
+    wait_for_supervisor,
+)
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import LoadTestInput
 from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.contracts.runbook import RunbookRunInput
+from orchestrator.contracts.training_supervisor import SupervisorInput
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.lab.config import load_config
+from orchestrator.lab.config import DemandConfig
 from orchestrator.runbook.lint import load_runbook
 from tests.chaos.harness import wait_converged_handle
 from tests.fixtures.lab import launch_lab
 from tests.fixtures.ports import free_port
 from tests.fixtures.temporal import new_worker
+from tests.workflows.training_support import JOB, inject, training_config, wait_job
 from workflows.fleet_snapshot import FleetSnapshotInput, FleetSnapshotWorkflow
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -45,8 +51,12 @@ async def record() -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         server = DevServer(port=free_port(), ui=False, db_file=Path(tmp) / "t.db")
         await asyncio.to_thread(server.start, timeout_s=60.0)
-        config = load_config(None).model_copy(update={"initial_routing": "nearest"})
-        lab = launch_lab(config, mode="model")
+        # Room for a drain (the capacity check refuses one at the default demand), and a
+        # model-mode training job for the supervisor and its recovery child.
+        config = training_config(step_ms=10.0, total_steps=300).model_copy(
+            update={"initial_routing": "nearest", "demand": DemandConfig(total_rps=120.0)}
+        )
+        lab = launch_lab(config, mode="model", faults=True)
         fleet = HttpFleet(lab.url)
         try:
             client = await Client.connect(server.address, data_converter=pydantic_data_converter)
@@ -108,6 +118,21 @@ async def record() -> list[Path]:
                     task_queue=queue,
                 )
                 await save("load_test", "loadtest")
+
+                supervisor = await start_supervisor(
+                    client,
+                    JOB,
+                    task_queue=queue,
+                    options=SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1),
+                )
+                job = await wait_job(fleet, lambda j: (j.checkpoint_step or 0) >= 60)
+                await inject(lab, "gpu-error", host=job.hosts[0])
+                await wait_for_supervisor(
+                    client, JOB, lambda s: len(s.failures) == 1 and s.failures[0].confirmed
+                )
+                await supervisor.result()
+                await save("training_supervisor", supervisor.id)
+                await save("training_recovery", f"{supervisor.id}-recovery-1")
                 await client.get_workflow_handle("rebalancer").terminate("recorded")
         finally:
             await fleet.aclose()
