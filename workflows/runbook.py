@@ -185,10 +185,19 @@ class RunbookWorkflow(RunbookControls):
             await self._on_failure(task, state, failed.reason)
         except TimeoutError:
             await self._on_failure(task, state, f"timed out after {task.timeout}s")
-        finally:
-            watchdog.cancel()
-            state.finished_at = workflow.now()
-            self.changed = True
+        except GeneratorExit:
+            # The worker evicted this run (shutdown, cache pressure): there is no workflow
+            # event loop to record into, and a replay rebuilds the state anyway.
+            raise
+        except BaseException:
+            self._task_ended(state, watchdog)
+            raise
+        self._task_ended(state, watchdog)
+
+    def _task_ended(self, state: TaskState, watchdog: asyncio.Task[None]) -> None:
+        watchdog.cancel()
+        state.finished_at = workflow.now()
+        self.changed = True
 
     async def _stages(self, task: Task, state: TaskState) -> None:
         self._set(task.id, TaskPhase.PRE_CHECK, "")
