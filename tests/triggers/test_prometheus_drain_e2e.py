@@ -25,6 +25,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import RunbookReport, RunbookStatus, TaskPhase
+from orchestrator.lab.config import DemandConfig
 from orchestrator.models import HealthReport
 from orchestrator.promhealth import PrometheusHealth, PromHealthConfig, with_health_source
 from orchestrator.runbook.lint import lint_text
@@ -35,6 +36,7 @@ from tests.fixtures.temporal import new_worker
 from tests.triggers.conftest import make_app
 from tests.triggers.payloads import TOKEN
 from tests.triggers.servers import alertmanager, alertmanager_config, prometheus, serve_app
+from tests.workflows.conftest import ROOMY_RPS, lab_config
 
 REGION = "eu-west"
 RULES = """
@@ -117,7 +119,9 @@ async def poll(what: str, timeout_s: float, check: object) -> object:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def faulty_lab(start_lab: LabFactory) -> AsyncIterator[RunningLab]:
-    yield await start_lab(mode="model", faults=True)
+    # room for the drain: the capacity check refuses one at the default demand
+    config = lab_config(demand=DemandConfig(total_rps=ROOMY_RPS))
+    yield await start_lab(config, mode="model", faults=True)
 
 
 class TestFaultToDrain:

@@ -30,6 +30,11 @@ class Stack:
     settings: Settings
 
 
+#: edge demand low enough that two regions take the third's load under 75%, so the drain
+#: capacity check lets a drain of any one region start (the default demand leaves no room)
+ROOMY_RPS = 120.0
+
+
 def lab_config(**changes: Any) -> Any:
     return load_config(None).model_copy(update=changes)
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest_asyncio
 from temporalio.client import Client, ScheduleHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -25,7 +24,6 @@ from orchestrator.contracts.runbook import RunbookRunInput
 from orchestrator.runbook import load_runbook
 from orchestrator.runbook.params import bind
 from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
-from tests.triggers.servers import alertmanager
 from tests.workflows.conftest import Stack
 from workflows.drill import DrillWorkflow
 from workflows.runbook import RunbookWorkflow
@@ -137,67 +135,6 @@ def alert(**labels: str) -> list[dict[str, Any]]:
 class TestScheduledDrill:
     """A CLI-made schedule drills the least recently drained region, then restores it; a
     critical alert firing, or another drain running, skips the drill and says why."""
-
-    async def test_schedule_skips_then_drills_in_turn(
-        self, stack: Stack, runbook_files: tuple[Path, Path], tmp_path: Path
-    ) -> None:
-        drain, restore = runbook_files
-        await drain_once(stack, drain, "us-east")
-        await drain_once(stack, drain, "us-west")  # us-west most recent, eu-west never
-        queue = f'TaskQueue = "{stack.task_queue}" AND RunKind = "drain"'
-        await wait_count(stack.client, queue, 2)
-        schedule_id = f"drill-{uuid.uuid4().hex[:6]}"
-        async with (
-            alertmanager(tmp_path, NO_RECEIVER) as am,
-            httpx.AsyncClient(base_url=am, timeout=5.0) as http,
-        ):
-            code, out, err = await cli(
-                stack,
-                "schedule", "create", "drill", schedule_id,
-                "--runbook", str(drain), "--restore", str(restore),
-                "--region", "us-east", "--region", "us-west", "--region", "eu-west",
-                "--alertmanager", am, "--every", "1h",
-            )  # fmt: skip
-            assert code == 0, err
-            handle = stack.client.get_schedule_handle(schedule_id)
-
-            firing = alert(severity="critical", region="us-east")
-            assert (await http.post("/api/v2/alerts", json=firing)).status_code == 200
-            await http.post("/api/v2/alerts", json=alert(severity="warning"))
-            skipped = await run_drill(stack.client, handle)
-            assert skipped.outcome == "skipped" and skipped.region is None
-            assert "alert firing: RegionDown" in skipped.reason
-            assert "severity=critical" in skipped.reason and "warning" not in skipped.reason
-            topology = await stack.fleet.topology()
-            assert topology.service_weights.get("eu-west/web", 1.0) == 1.0
-
-            ended = dict(firing[0], endsAt=(datetime.now(UTC) - timedelta(seconds=1)).isoformat())
-            assert (await http.post("/api/v2/alerts", json=[ended])).status_code == 200
-            first = await run_drill(stack.client, handle)
-            assert (first.outcome, first.region) == ("ran", "eu-west"), first.reason
-            assert (first.runbook_outcome, first.restore_outcome) == ("completed", "completed")
-            assert first.last_drained["eu-west"] is None
-            assert first.last_drained["us-east"] < first.last_drained["us-west"]  # type: ignore[operator]
-            drained = await stack.client.get_workflow_handle(first.workflow_id or "").describe()
-            attrs = drained.typed_search_attributes
-            assert (attrs.get(REGION), attrs.get(RUN_KIND)) == ("eu-west", "drain")
-            await wait_count(stack.client, queue, 3)
-
-            second = await run_drill(stack.client, handle)
-            assert (second.outcome, second.region) == ("ran", "us-east"), second.reason
-
-            code, out, err = await cli(stack, "schedule", "list", "--json")
-            assert code == 0, err
-            assert schedule_id in out and "DrillWorkflow" in out
-            code, _, err = await cli(stack, "schedule", "pause", schedule_id)
-            assert code == 0, err
-            assert (await handle.describe()).schedule.state.paused
-            code, _, err = await cli(stack, "schedule", "delete", schedule_id)
-            assert code == 0, err
-        # The drain was real on the lab and the restore put it back.
-        assert (await stack.fleet.topology()).service_weights.get("us-east/web", 1.0) == 1.0
-        code, _, err = await cli(stack, "schedule", "delete", schedule_id)
-        assert code != 0 and len(err.strip().splitlines()) == 1
 
     async def test_running_drain_and_blocked_window_skip(
         self, stack: Stack, runbook_files: tuple[Path, Path]

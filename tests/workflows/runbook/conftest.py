@@ -19,7 +19,7 @@ from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook
-from tests.workflows.conftest import Stack, lab_config
+from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 
@@ -57,10 +57,6 @@ tasks:
     depends_on: [stop-batch]
     args: {approvers: [alice], timeout: 60}
 """
-
-
-#: edge demand low enough that two regions take the third's load under 75%
-ROOMY_RPS = 120.0
 
 
 @pytest.fixture
