@@ -18,7 +18,13 @@ from orchestrator.contracts.training_supervisor import (
 )
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
-from tests.workflows.training_support import JOB, inject, training_config, wait_job
+from tests.workflows.training_support import (
+    JOB,
+    end_earlier_supervisor,
+    inject,
+    training_config,
+    wait_job,
+)
 
 
 class TestModelModeAcrossContinueAsNew:
@@ -37,6 +43,7 @@ class TestModelModeAcrossContinueAsNew:
         )
         options = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, failures_per_run=1)
         async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
             handle = await start_supervisor(
                 dev_env.client, JOB, task_queue=worker.task_queue, options=options
             )

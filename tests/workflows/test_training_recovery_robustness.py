@@ -20,7 +20,14 @@ from orchestrator.contracts.training_supervisor import SupervisorInput, Supervis
 from orchestrator.fleet.http import HttpFleet
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
-from tests.workflows.training_support import JOB, inject, job_view, training_config, wait_job
+from tests.workflows.training_support import (
+    JOB,
+    end_earlier_supervisor,
+    inject,
+    job_view,
+    training_config,
+    wait_job,
+)
 
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=30)
 
@@ -38,6 +45,7 @@ class TestCrashLoopGuard:
             settings=Settings(fleet_url=lab.url), fleet=fleet, client=dev_env.client
         )
         async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
             handle = await start_supervisor(
                 dev_env.client, JOB, task_queue=worker.task_queue, options=OPTIONS
             )
@@ -97,6 +105,7 @@ class TestWorkerKilledMidRecovery:
         first = _spawn_worker(address, lab.url, queue, tmp_path)
         second = None
         try:
+            await end_earlier_supervisor(dev_env.client)
             await start_supervisor(dev_env.client, JOB, task_queue=queue, options=OPTIONS)
             job = await wait_job(fleet, lambda j: (j.checkpoint_step or 0) >= 40, timeout_s=90)
             await inject(lab, "gpu-error", host=job.hosts[0])

@@ -24,6 +24,7 @@ from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.training_support import (
     HEARTBEAT_S,
     JOB,
+    end_earlier_supervisor,
     inject,
     job_view,
     training_config,
@@ -56,6 +57,7 @@ class TestJobSurvivesFiveFailures:
         settings = Settings(fleet_url=lab.url)
         ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
         async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
             handle = await start_supervisor(
                 dev_env.client, JOB, task_queue=worker.task_queue, options=OPTIONS
             )

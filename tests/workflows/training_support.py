@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from orchestrator.contracts.training import TrainingJob
 from orchestrator.fleet.http import HttpFleet
@@ -57,3 +61,10 @@ async def inject(lab: RunningLab, kind: str, **body: Any) -> dict[str, Any]:
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
+
+
+async def end_earlier_supervisor(client: Client) -> None:
+    """Tests share one dev server and the id ``training-<job>``; ``start_supervisor`` keeps a
+    running supervisor, so one an earlier test left running must not be picked up."""
+    with contextlib.suppress(RPCError):  # none running
+        await client.get_workflow_handle(f"training-{JOB}").terminate("an earlier test's run")
