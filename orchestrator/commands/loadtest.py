@@ -19,14 +19,13 @@ import typer
 from rich.table import Table
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
 )
 from temporalio.service import RPCError
 from typer._click.core import Context
 from typer.core import TyperGroup
 
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
-from orchestrator.commands.temporal_call import with_client
+from orchestrator.commands.temporal_call import result_or_query, with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import (
     AbortInput,
@@ -163,11 +162,10 @@ def report(
     """A finished test's result, or a running test's progress."""
 
     async def body(client: Client, _settings: Settings) -> LoadTestResult | LoadTestProgress:
-        handle = client.get_workflow_handle(workflow_id, result_type=LoadTestResult)
-        described = await handle.describe()
-        if described.status == WorkflowExecutionStatus.RUNNING:
-            return await handle.query("progress", result_type=LoadTestProgress)
-        return await handle.result()
+        answer: LoadTestResult | LoadTestProgress = await result_or_query(
+            client, workflow_id, LoadTestResult, "progress", LoadTestProgress
+        )
+        return answer
 
     answer = with_client(body, "load test")
     if as_json:

@@ -29,7 +29,7 @@ from temporalio.service import RPCError
 
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
-from orchestrator.commands.temporal_call import with_client
+from orchestrator.commands.temporal_call import result_or_query, with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import (
     RUNBOOK_WORKFLOW,
@@ -222,11 +222,10 @@ def register(app: typer.Typer) -> None:
         """A running run's per-task state, or a finished run's report."""
 
         async def body(client: Client, _s: Settings) -> RunbookStatus | RunbookReport:
-            handle = client.get_workflow_handle(workflow_id, result_type=RunbookReport)
-            described = await handle.describe()
-            if described.status == WorkflowExecutionStatus.RUNNING:
-                return await handle.query("status", result_type=RunbookStatus)
-            return await handle.result()
+            answer: RunbookStatus | RunbookReport = await result_or_query(
+                client, workflow_id, RunbookReport, "status", RunbookStatus
+            )
+            return answer
 
         answer = with_client(body, "runbook")
         if as_json:
