@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from orchestrator.commands import (
+    demo,
     drain,
     lab,
     loadtest,
@@ -38,3 +39,4 @@ runbook_control.register(runbook.app)
 drain.register(app)
 app.add_typer(loadtest.app, name="loadtest")
 app.add_typer(schedule.app, name="schedule")
+demo.register(app)

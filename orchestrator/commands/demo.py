@@ -1,0 +1,42 @@
+"""``orchestrator demo``: every capability once, on the embedded stack, in a few minutes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from orchestrator.commands.output import console, fail
+from orchestrator.exceptions import OrchestratorError
+
+__all__ = ["register"]
+
+
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Leave the stack running until Ctrl-C."),
+    workdir: Path = typer.Option(
+        Path("demo-output"), "--out", help="Logs, lab config and HTML reports go here."
+    ),
+    temporal_port: int = typer.Option(7233, "--temporal-port", min=1, max=65535),
+    ui_port: int = typer.Option(8233, "--ui-port", min=1, max=65535),
+    lab_port: int = typer.Option(8080, "--lab-port", min=1, max=65535),
+    rps: float = typer.Option(120.0, "--rps", min=10.0, help="Locust traffic, requests/s."),
+    only: list[str] = typer.Option(
+        [], "--only", help="Run only these scenarios: rebalance, loadtest, drain, training."
+    ),
+) -> None:
+    """Run the main scenario: rebalance, load test, drain and restore, training recovery."""
+    from orchestrator.demo.run import DemoOptions, run_demo
+    from orchestrator.demo.stack import DemoPorts
+
+    ports = DemoPorts(temporal=temporal_port, ui=ui_port, lab=lab_port)
+    try:
+        code = run_demo(DemoOptions(workdir, ports, keep, console, rps, only))
+    except OrchestratorError as exc:
+        fail(str(exc))
+    if code:
+        fail("the demo did not end as it should; see the summary above", code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)

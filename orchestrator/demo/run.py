@@ -1,0 +1,212 @@
+"""``orchestrator demo``: the main scenario, start to finish, on the embedded stack.
+
+Starts a Temporal dev server (with UI), the lab fleet (live traffic, faults on), a
+worker and Locust, then runs the rebalancer, a live load test, a drain and restore
+under traffic and a training job through two failures; writes an HTML report per
+scenario, prints one summary table and stops every process it started (unless
+``keep``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from rich.console import Console
+from rich.table import Table
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from orchestrator.demo import scenarios
+from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
+from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.config import DEFAULT_CONFIG_PATH
+
+__all__ = ["DemoOptions", "demo_lab_config", "run_demo"]
+
+#: edge requests per second of Locust traffic: two regions can take the third's load
+TRAFFIC_RPS = 120.0
+
+SCENARIOS: dict[str, Callable[[DemoContext], Awaitable[ScenarioSummary]]] = {
+    "rebalance": scenarios.rebalance,
+    "loadtest": scenarios.load_test,
+    "drain": scenarios.drain_and_restore,
+    "training": scenarios.training,
+}
+
+
+class DemoOptions:
+    def __init__(
+        self,
+        workdir: Path,
+        ports: DemoPorts,
+        keep: bool,
+        console: Console,
+        rps: float,
+        only: list[str] | None = None,
+    ) -> None:
+        self.workdir, self.ports, self.keep, self.console, self.rps = (
+            workdir,
+            ports,
+            keep,
+            console,
+            rps,
+        )
+        unknown = sorted(set(only or []) - set(SCENARIOS))
+        if unknown:
+            raise DemoError(f"--only {unknown[0]}: not a scenario; one of {', '.join(SCENARIOS)}")
+        self.scenarios = [name for name in SCENARIOS if not only or name in only]
+
+
+def demo_lab_config() -> dict[str, Any]:
+    """The shipped lab, routed nearest-region first (so there is something to balance) and
+    with health windows of seconds, so each step of the demo is judged quickly."""
+    config: dict[str, Any] = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    config["initial_routing"] = "nearest"
+    config["metrics"] = {"window_s": scenarios.WINDOW_S, "retention_s": 60}
+    config["cold"].update({"warm_after_s": 2.0})
+    # Long enough to be hit twice and recover twice: 1,000 steps of 20 ms.
+    config["training"]["jobs"][0].update({"total_steps": 1000})
+    return config
+
+
+class _Progress:
+    """One live status line on a terminal; a line every few seconds otherwise (CI logs)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.status = console.status("") if console.is_terminal else None
+        self._last = 0.0
+
+    def __enter__(self) -> _Progress:
+        if self.status is not None:
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(None, None, None)
+
+    def say(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(text)
+        elif time.monotonic() - self._last >= 5.0:
+            self._last = time.monotonic()
+            self.console.print(f"  {text}", highlight=False)
+
+    def line(self, text: str) -> None:
+        self.console.print(text, highlight=False)
+
+
+def summary_table(rows: list[ScenarioSummary]) -> Table:
+    table = Table(title="demo summary", title_justify="left")
+    for column in ("scenario", "result", "what happened", "took", "user 5xx", "capacity", "ETTR"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row.name,
+            "[green]ok[/]" if row.ok else "[red]FAILED[/]",
+            row.what,
+            f"{row.duration_s:.0f}s",
+            f"{row.user_5xx} of {row.user_requests}",
+            row.capacity or "-",
+            "-" if row.ettr is None else f"{row.ettr:.1%}",
+        )
+    return table
+
+
+async def _scenarios(
+    stack: DemoStack, progress: _Progress, names: list[str]
+) -> list[ScenarioSummary]:
+    client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
+    async with (
+        HttpFleet(stack.lab_url, timeout=10.0) as fleet,
+        httpx.AsyncClient(base_url=stack.lab_url, timeout=10.0) as lab,
+    ):
+        ctx = DemoContext(client, fleet, lab, stack.task_queue, progress.say)
+        rows: list[ScenarioSummary] = []
+        for name in names:
+            stack.check_alive()
+            row = await SCENARIOS[name](ctx)
+            rows.append(row)
+            mark = "ok" if row.ok else "FAILED"
+            progress.line(f"{row.name}: {mark} in {row.duration_s:.0f}s: {row.what}")
+        return rows
+
+
+def _wait_for_health(stack: DemoStack, timeout_s: float = 60.0) -> None:
+    """Until every region reports utilization: the rebalancer trusts only complete inputs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        response = httpx.get(f"{stack.lab_url}/v1/health", timeout=5.0)
+        regions = response.json().get("regions", []) if response.status_code == 200 else []
+        if regions and all(r.get("utilization") is not None for r in regions):
+            return
+        time.sleep(0.5)
+    raise DemoError(f"the lab reported no health for every region within {timeout_s:g}s")
+
+
+def run_demo(options: DemoOptions) -> int:
+    """Run the whole demo; 0 when every scenario ended as it should."""
+    console, started = options.console, time.monotonic()
+    options.ports.check_free()
+    options.workdir.mkdir(parents=True, exist_ok=True)
+    config = options.workdir / "lab.yaml"
+    config.write_text(yaml.safe_dump(demo_lab_config()))
+    stack = DemoStack(options.workdir, options.ports)
+    rows: list[ScenarioSummary] = []
+    try:
+        with _Progress(console) as progress:
+            progress.say("starting the Temporal dev server")
+            stack.start_server()
+            progress.say("starting the lab fleet")
+            stack.start_lab(config)
+            stack.start_worker()
+            # Traffic runs until the demo stops it; the duration is only a backstop.
+            stack.start_traffic(options.rps, 1800)
+            progress.line(
+                f"stack up: Temporal {stack.temporal_address} (UI {stack.ui_url}), lab "
+                f"{stack.lab_url}, worker, Locust at {options.rps:g} rps; logs in "
+                f"{options.workdir / 'logs'}"
+            )
+            progress.say("letting every region serve traffic for a health window")
+            _wait_for_health(stack)
+            rows = asyncio.run(_scenarios(stack, progress, options.scenarios))
+    except DemoError:
+        raise
+    except Exception as exc:
+        trace = options.workdir / "logs" / "demo-error.log"
+        trace.write_text(traceback.format_exc())
+        raise DemoError(f"the demo failed: {type(exc).__name__}: {exc} (see {trace})") from exc
+    finally:
+        if rows:
+            console.print(summary_table(rows))
+        if options.keep:
+            _hold(stack, console)
+        left = stack.stop()
+        if left:
+            console.print(f"[red]still running after shutdown: {', '.join(left)}[/]")
+    console.print(f"demo finished in {time.monotonic() - started:.0f}s")
+    return 0 if rows and all(r.ok for r in rows) else 1
+
+
+def _hold(stack: DemoStack, console: Console) -> None:
+    """``--keep``: leave everything up for the user until Ctrl-C."""
+    console.print(
+        f"stack left running: Temporal UI {stack.ui_url}, lab {stack.lab_url}. In another "
+        f"shell: TEMPORAL_ADDRESS={stack.temporal_address} "
+        f"ORCHESTRATOR_FLEET_URL={stack.lab_url} orchestrator status. Ctrl-C stops it all."
+    )
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopping")
