@@ -45,8 +45,9 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 #: the region the demo load-tests, drains and restores
 REGION = "eu-west"
 JOB = "llm-demo"
-#: the lab's p99 at rest is ~350 ms (web waits on kv primaries across regions)
-SLO_P99_MS = 600.0
+#: the lab's p99 at rest is ~350 ms (web waits on kv primaries across regions), and a
+#: receiving region serves its new buckets cold for a few seconds
+SLO_P99_MS = 800.0
 WINDOW_S = 3.0
 
 
@@ -60,6 +61,8 @@ class ScenarioSummary(BaseModel):
     user_5xx: int
     capacity: str = ""
     ettr: float | None = None
+    #: why it failed, printed under the table (too long for a cell)
+    detail: str = ""
     reports: list[str] = []
 
 
@@ -255,13 +258,14 @@ async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:
         share = max(s.get(REGION, 0.0) for s in (await ctx.fleet.routing()).fractions.values())
         restore = await _runbook(ctx, "region-restore", restore_id)
         ok = drain.outcome == "completed" and restore.outcome == "completed" and share == 0.0
-        why = "" if drain.outcome == "completed" else f" ({'; '.join(drain.events[-2:])})"
+        detail = "" if drain.outcome == "completed" else "; ".join(drain.events[-2:])
         took = (drain.finished_at - drain.started_at).total_seconds()
         summary = _blank([drain_id, restore_id])
         return summary.model_copy(
             update={
                 "ok": ok,
-                "what": f"drain {drain.outcome}{why} in {took:.0f}s (share left {share:.0%}; "
+                "detail": detail,
+                "what": f"drain {drain.outcome} in {took:.0f}s (share left {share:.0%}; "
                 f"critical path {drain.critical_path_s:.0f}s), restore {restore.outcome}",
             }
         )
