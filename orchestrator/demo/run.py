@@ -201,7 +201,7 @@ def run_demo(options: DemoOptions) -> int:
         if left:
             console.print(f"[red]still running after shutdown: {', '.join(left)}[/]")
     console.print(f"demo finished in {time.monotonic() - started:.0f}s")
-    return 0 if rows and all(r.ok for r in rows) else 1
+    return 0 if rows and all(r.ok for r in rows) and not left else 1
 
 
 def _hold(stack: DemoStack, console: Console) -> None:
