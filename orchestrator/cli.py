@@ -10,6 +10,7 @@ from orchestrator.commands import (
     loadtest,
     platform,
     rebalance,
+    report,
     runbook,
     runbook_control,
     schedule,
@@ -38,3 +39,4 @@ runbook_control.register(runbook.app)
 drain.register(app)
 app.add_typer(loadtest.app, name="loadtest")
 app.add_typer(schedule.app, name="schedule")
+report.register(app)

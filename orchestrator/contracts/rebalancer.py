@@ -40,6 +40,10 @@ class EpochRecord(BaseModel):
     traffic_moved_share: float | None = None
     churn: int | None = None
     urgent: bool = False
+    #: region -> share of demand and predicted utilization under the table this epoch left
+    #: (empty when skipped or in conflict), so a report can chart them per epoch
+    shares: dict[str, float] = Field(default_factory=dict)
+    utilization: dict[str, float] = Field(default_factory=dict)
 
 
 class RebalancerState(BaseModel):
