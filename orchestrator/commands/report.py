@@ -11,7 +11,6 @@ from temporalio.client import Client
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
-from orchestrator.reports import latest_workflow_id, write_report
 
 __all__ = ["register"]
 
@@ -39,6 +38,8 @@ def report(
     """
     if (workflow_id is None) == (not last):
         fail("give a workflow id or --last (one of the two)", code=2)
+    # Imported here: matplotlib loads in a moment, which every other command would pay for.
+    from orchestrator.reports import latest_workflow_id, write_report
 
     async def body(client: Client, settings: Settings) -> tuple[str, Path]:
         wid = workflow_id if workflow_id is not None else await latest_workflow_id(client)
