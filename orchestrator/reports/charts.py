@@ -14,6 +14,7 @@ from html import escape
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from orchestrator.policy.health_metrics import Band, HealthMetric
 from orchestrator.reports.models import LoadTestReport, RebalancerReport
@@ -90,6 +91,7 @@ def rebalancer_shares_chart(report: RebalancerReport) -> str:
         fair = report.status.capacity_shares.get(region)
         if fair is not None:
             ax.axhline(fair * 100, color=line.get_color(), ls=":", lw=1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("share of demand (%)")
     ax.set_title(title + " (dotted: capacity share)")
@@ -109,6 +111,7 @@ def rebalancer_utilization_chart(report: RebalancerReport) -> str:
         ax.plot(xs, [y * 100 for y in ys], marker="o", ms=3, label=region)
     if report.target_utilization is not None:
         ax.axhline(report.target_utilization * 100, color="black", ls="--", lw=1.2, label="target")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("predicted utilization (%)")
     ax.set_title(title)
@@ -207,6 +210,7 @@ def load_steps_chart(report: LoadTestReport) -> str:
     if report.result is not None:
         ax.axhline(report.result.estimate.load, color=CRITICAL, lw=1.5, label="capacity found")
         ax.axhline(report.result.theoretical_capacity, color="grey", ls=":", label="theoretical")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step (0: baseline)")
     ax.set_ylabel("load (rps)")
     ax.set_title(title)

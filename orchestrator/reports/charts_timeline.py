@@ -116,6 +116,10 @@ def training_steps_chart(report: TrainingReport) -> str:
     # The supervisor learns the step when the watcher returns (a failure or the end), so the
     # curve is exact at those points and straight between them (a steady step rate).
     at, step = origin, report.start_step
+    if report.launched_at is not None and report.launched_at > origin:
+        # The supervisor launched the job: no steps until it ran.
+        ax.plot([x(origin), x(report.launched_at)], [step, step], color="grey", ls="--", lw=1)
+        at = report.launched_at
     for f in failures:
         ax.plot([x(at), x(f.onset_at)], [step, f.failed_at_step], color=NORMAL, lw=2)
         ax.plot(x(f.onset_at), f.failed_at_step, "X", color=CRITICAL, ms=10, zorder=3)

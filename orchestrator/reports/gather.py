@@ -32,6 +32,8 @@ from orchestrator.contracts.runbook import (
 )
 from orchestrator.contracts.training_supervisor import (
     FailureKind,
+    FailureRecord,
+    RecoveryResult,
     SupervisorInput,
     SupervisorStatus,
 )
@@ -262,11 +264,31 @@ async def _training(
     inp: SupervisorInput | None = await _start_input(client, handle, SupervisorInput)
     started = inp.started_at if inp is not None and inp.started_at else described.start_time
     launches = [f for f in (inp.failures if inp else []) if f.kind is FailureKind.LAUNCH]
-    start_step = launches[0].resumed_from_step or 0 if launches else 0
+    first = launches[0] if launches else await _launch(client, header, status)
+    if first is not None and started is not None and first.detected_at < started:
+        first = None  # an earlier supervisor's child under a reused workflow id
     return TrainingReport(
         header=header,
         status=status,
         started_at=started,
-        start_step=start_step,
+        start_step=(first.resumed_from_step or 0) if first is not None else 0,
+        launched_at=(first.recovered_at or first.restarted_at) if first is not None else None,
         as_of=described.close_time or datetime.now(UTC),
     )
+
+
+async def _launch(
+    client: Client, header: RunHeader, status: SupervisorStatus
+) -> FailureRecord | None:
+    """The supervisor's launch of the job in this run, when it launched it (status leaves
+    launches out): recovery number 1 that is not among the failures, from its child's result."""
+    if any(f.number == 1 for f in status.failures):
+        return None
+    child = client.get_workflow_handle(
+        f"{header.workflow_id}-recovery-1", result_type=RecoveryResult
+    )
+    try:
+        result: RecoveryResult = await child.result(rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowFailureError):
+        return None
+    return result.failure if result.failure.kind is FailureKind.LAUNCH else None

@@ -110,6 +110,8 @@ class TrainingReport(BaseModel):
     #: when supervision began (it survives continue-as-new) and the step the job was at then
     started_at: datetime | None = None
     start_step: int = 0
+    #: when the supervisor's own launch of the job had it stepping (None: it was running)
+    launched_at: datetime | None = None
     #: the time the status describes: the run's close, or when it was queried
     as_of: datetime
 
