@@ -41,7 +41,8 @@ def runbook_gantt_chart(report: RunbookReportView) -> str:
         return no_data(title, "no task has started")
     ran.sort(key=lambda t: (t.started_at, t.id))
     ends = [t.finished_at for t in ran if t.finished_at is not None]
-    as_of = report.header.end or max([*ends, *(t.started_at for t in ran if t.started_at)])
+    known = [*ends, *(t.started_at for t in ran if t.started_at is not None)]
+    as_of = report.header.end or report.as_of or max(known)
     span = max((as_of - origin).total_seconds(), 1e-3)
     div, unit = _unit(span)
     critical = set(report.critical_path)

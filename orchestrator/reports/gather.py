@@ -194,6 +194,7 @@ async def _runbook(
         region=region,
         tasks=data.tasks,
         events=data.events,
+        as_of=described.close_time or datetime.now(UTC),
         **fields,
     )
     if region is not None:

@@ -99,6 +99,8 @@ class RunbookReportView(BaseModel):
     critical_path_s: float
     sequential_s: float
     events: list[str] = Field(default_factory=list)
+    #: the time a running run's status describes (running tasks' bars end there)
+    as_of: datetime | None = None
     #: the region's share of demand per rebalancer epoch during the run (empty: not known)
     region_shares: list[SharePoint] = Field(default_factory=list)
 

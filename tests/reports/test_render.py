@@ -128,6 +128,17 @@ class TestRunbook:
         assert summary_value(html, "Overrides and approvals") == "2"
         assert "<td>15.0 s</td>" in html  # move-kv's duration
 
+    def test_a_running_run_draws_running_tasks_up_to_now(self) -> None:
+        report = samples.runbook()
+        report.header = samples.header("RunbookWorkflow", "region-drain-eu-west", None)
+        move_kv = next(t for t in report.tasks if t.id == "move-kv")
+        move_kv.finished_at, move_kv.phase = None, TaskPhase.RUNNING
+        report.as_of = samples.at(30)
+        html, found = rendered(report)
+        assert len(found) == 2
+        assert summary_value(html, "Ended") == "still running"
+        assert "<td>running</td>" in html
+
     def test_nothing_started_yet(self) -> None:
         report = samples.runbook()
         for t in report.tasks:
