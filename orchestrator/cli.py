@@ -11,6 +11,7 @@ from orchestrator.commands import (
     loadtest,
     platform,
     rebalance,
+    report,
     runbook,
     runbook_control,
     schedule,
@@ -40,3 +41,4 @@ drain.register(app)
 app.add_typer(loadtest.app, name="loadtest")
 app.add_typer(schedule.app, name="schedule")
 demo.register(app)
+report.register(app)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the end-to-end tests run for real: Prometheus and
-# Alertmanager. Idempotent and quiet: when both binaries are present it does nothing
+# Installs the Debian packages the end-to-end tests run for real: Prometheus,
+# Alertmanager, and Chromium (headless screenshots of the HTML reports). Idempotent and quiet: when both binaries are present it does nothing
 # (no apt-get update, no network), so `make test` can call it every time.
 set -euo pipefail
 
@@ -8,6 +8,7 @@ set -euo pipefail
 declare -A PACKAGES=(
   [/usr/bin/prometheus]=prometheus
   [/usr/bin/prometheus-alertmanager]=prometheus-alertmanager
+  [/usr/bin/chromium]=chromium
 )
 
 missing=()

@@ -165,6 +165,7 @@ class TrafficRebalanceWorkflow:
         self.state.fractions = result.fractions
         self.state.utilization = {r.name: r.utilization_after for r in result.regions}
         self.state.shares = {r.name: r.share_after for r in result.regions}
+        record.shares, record.utilization = self.state.shares, self.state.utilization
         self._record(record)
         self.overrides.settle(changes)
 

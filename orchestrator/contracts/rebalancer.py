@@ -23,8 +23,11 @@ __all__ = [
 ]
 
 REBALANCER_ID = "rebalancer"
-#: epochs kept in state for the status query; older ones are in the run history
-KEPT_EPOCHS = 30
+#: epochs kept in state for the status query; older ones are in the run history. Enough to
+#: chart a drain's traffic share at lab epoch lengths (``orchestrator report``). A record is
+#: ~350 bytes plus ~60 per region (measured): 120 of 50 regions are ~400 KB of the state
+#: carried through continue-as-new, under Temporal's 2 MB payload limit
+KEPT_EPOCHS = 120
 
 
 class EpochRecord(BaseModel):
@@ -40,6 +43,10 @@ class EpochRecord(BaseModel):
     traffic_moved_share: float | None = None
     churn: int | None = None
     urgent: bool = False
+    #: region -> share of demand and predicted utilization under the table this epoch left
+    #: (empty when skipped or in conflict), so a report can chart them per epoch
+    shares: dict[str, float] = Field(default_factory=dict)
+    utilization: dict[str, float] = Field(default_factory=dict)
 
 
 class RebalancerState(BaseModel):
