@@ -28,6 +28,7 @@ from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
 from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
+from orchestrator.reports import write_report
 
 __all__ = ["DemoOptions", "demo_lab_config", "run_demo"]
 
@@ -124,7 +125,7 @@ def summary_table(rows: list[ScenarioSummary]) -> Table:
 
 
 async def _scenarios(
-    stack: DemoStack, progress: _Progress, names: list[str]
+    stack: DemoStack, progress: _Progress, names: list[str], reports_dir: Path
 ) -> list[ScenarioSummary]:
     client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
     async with (
@@ -136,10 +137,20 @@ async def _scenarios(
         for name in names:
             stack.check_alive()
             row = await SCENARIOS[name](ctx)
+            row = row.model_copy(update={"reports": await _reports(client, row, reports_dir)})
             rows.append(row)
             mark = "ok" if row.ok else "FAILED"
             progress.line(f"{row.name}: {mark} in {row.duration_s:.0f}s: {row.what}")
         return rows
+
+
+async def _reports(client: Client, row: ScenarioSummary, folder: Path) -> list[str]:
+    """One HTML report per workflow the scenario ran (a drain and its restore: two)."""
+    paths = []
+    for workflow_id in row.workflow_ids:
+        path = await write_report(client, workflow_id, folder / f"{workflow_id}.html")
+        paths.append(str(path))
+    return paths
 
 
 def _wait_for_health(stack: DemoStack, timeout_s: float = 60.0) -> None:
@@ -182,7 +193,9 @@ def run_demo(options: DemoOptions) -> int:
             )
             progress.say("letting every region serve traffic for a health window")
             _wait_for_health(stack)
-            rows = asyncio.run(_scenarios(stack, progress, options.scenarios))
+            rows = asyncio.run(
+                _scenarios(stack, progress, options.scenarios, options.workdir / "reports")
+            )
     except DemoError:
         raise
     except Exception as exc:
@@ -195,6 +208,8 @@ def run_demo(options: DemoOptions) -> int:
             for row in rows:
                 if row.detail:
                     console.print(f"{row.name}: {row.detail}", highlight=False)
+            reports = [r for row in rows for r in row.reports]
+            console.print(f"{len(reports)} HTML reports in {options.workdir / 'reports'}")
         if options.keep:
             _hold(stack, console)
         left = stack.stop()
