@@ -1,0 +1,34 @@
+"""Inputs the fuzz campaign found handled badly, kept as fixed examples (one class per fix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+
+
+def _fails_in_one_line(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+    err = result.stderr.strip()
+    assert err.startswith("error:") and "\n" not in err, err
+    return err
+
+
+class TestValidationErrorsAreOneLine:
+    """A pydantic error reaches the operator as one ``field: reason`` line, never pydantic's
+    multi-line dump, and a document that is not an object says so in the user's words."""
+
+    def test_empty_load_test_region_names_the_field(self) -> None:
+        err = _fails_in_one_line(["loadtest", "run", ""])
+        assert "region: String should have at least 1 character" in err
+
+    def test_instance_that_is_not_an_object(self, tmp_path: Path) -> None:
+        path = tmp_path / "null.json"
+        path.write_text("null")
+        err = _fails_in_one_line(["rebalance", "solve", "--input", str(path)])
+        assert "the whole document: Input should be a valid dictionary" in err
+        assert "SolverInstance" not in err
