@@ -7,6 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.runbook import lint_text
 
 
 def _fails_in_one_line(args: list[str]) -> str:
@@ -32,3 +33,22 @@ class TestValidationErrorsAreOneLine:
         err = _fails_in_one_line(["rebalance", "solve", "--input", str(path)])
         assert "the whole document: Input should be a valid dictionary" in err
         assert "SolverInstance" not in err
+
+
+class TestFindingsAreOneLine:
+    """A finding quoting a key or task id with a newline in it is still one line."""
+
+    def test_key_with_a_newline(self) -> None:
+        text = '"\\x97": []\n? "k\\n\\x99G"\n: []\n'
+        findings = lint_text(text, "rb.yaml")
+        assert findings
+        for finding in findings:
+            line = finding.format()
+            assert "\n" not in line and "\x99" not in line, line
+        assert any("k\\n\\x99G" in f.format() for f in findings)
+
+    def test_task_id_with_a_newline(self) -> None:
+        text = 'name: x\nkind: drain\ntasks:\n  - id: "a\\nb"\n    template: nope\n'
+        findings = lint_text(text, "rb.yaml")
+        assert findings
+        assert all("\n" not in f.format() for f in findings)
