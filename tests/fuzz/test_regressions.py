@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.commands.output import error_reason
+from orchestrator.policy.taiji import SolverInstance
 from orchestrator.runbook import lint_text
+from tests.fuzz.probes import SOLVER_EXAMPLE
 
 
 def _fails_in_one_line(args: list[str]) -> str:
@@ -52,3 +61,37 @@ class TestFindingsAreOneLine:
         findings = lint_text(text, "rb.yaml")
         assert findings
         assert all("\n" not in f.format() for f in findings)
+
+
+class TestSolverNumbersAreFinite:
+    """A solver instance with an infinite or absurdly large number is refused by name:
+    an RTT of 1e200 ms used to crash the solver with OverflowError (RTT squared), and an
+    infinite demand came back as a misleading 'no capacity left' infeasibility."""
+
+    def _instance(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        data = json.loads(SOLVER_EXAMPLE.read_text())
+        change(data)
+        return data
+
+    def test_huge_rtt_is_a_named_validation_error(self) -> None:
+        data = self._instance(lambda d: d["pops"][0]["rtt_ms"].update({"us-east": 1e200}))
+        with pytest.raises(ValidationError) as caught:
+            SolverInstance.model_validate(data)
+        assert error_reason(caught.value).startswith("pops.0.rtt_ms.us-east: ")
+
+    def test_infinite_demand_and_capacity_are_refused(self) -> None:
+        for change in (
+            lambda d: d["pops"][0].update({"demand": math.inf}),
+            lambda d: d["regions"][0].update({"capacity": math.inf}),
+            lambda d: d["regions"][0].update({"utilization": math.inf}),
+            lambda d: d["constraints"].update({"target_utilization": math.inf}),
+        ):
+            with pytest.raises(ValidationError, match="finite"):
+                SolverInstance.model_validate(self._instance(change))
+
+    def test_cli_says_which_field(self, tmp_path: Path) -> None:
+        path = tmp_path / "rtt.json"
+        data = self._instance(lambda d: d["pops"][0]["rtt_ms"].update({"us-east": 1e200}))
+        path.write_text(json.dumps(data))
+        err = _fails_in_one_line(["rebalance", "solve", "--input", str(path)])
+        assert "pops.0.rtt_ms.us-east: Input should be less than or equal to" in err
