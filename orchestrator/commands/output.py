@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any, NoReturn
 
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+
+from orchestrator.validation import describe_validation
 
 console = Console()
 err_console = Console(stderr=True)
@@ -38,17 +39,8 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def error_reason(exc: Exception) -> str:
-    """One line saying what is wrong: for pydantic, the first problem as ``field.path: reason``
-    (plus how many more there are); a document that is not an object at all says so."""
-    if not isinstance(exc, ValidationError):
-        lines = str(exc).strip().splitlines()
-        return lines[0] if lines else type(exc).__name__
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the whole document"
-    # pydantic names the model class ("or instance of SolverInstance"): not the user's word
-    reason = re.sub(r" or instance of \w+", "", str(first["msg"]).removeprefix("Value error, "))
-    text = f"{where}: {reason}".replace("\n", " ")
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problems)"
-    return text
+    """One line saying what is wrong with an input (see ``describe_validation``)."""
+    if isinstance(exc, ValidationError):
+        return describe_validation(exc)
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from temporalio.exceptions import ApplicationError
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.commands.output import error_reason
+from orchestrator.contracts.runbook import RunbookRunInput
+from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.policy.taiji import SolverInstance
 from orchestrator.runbook import lint_text
+from orchestrator.temporal import data_converter
 from tests.fuzz.probes import SOLVER_EXAMPLE
 
 
@@ -95,3 +99,26 @@ class TestSolverNumbersAreFinite:
         path.write_text(json.dumps(data))
         err = _fails_in_one_line(["rebalance", "solve", "--input", str(path)])
         assert "pops.0.rtt_ms.us-east: Input should be less than or equal to" in err
+
+
+class TestBadWorkflowInputFailsTheRun:
+    """A start input that does not fit its ``*Input`` model (the counterexamples were
+    ``{"bogus": 1}`` and ``None``) decodes to a non-retryable ``InvalidRequest`` naming
+    the field: before, the SDK retried the first workflow task forever and the run hung.
+    Other payloads keep the SDK's behaviour."""
+
+    def _decode(self, value: Any, hint: type) -> Any:
+        converter = data_converter.payload_converter
+        [payload] = converter.to_payloads([value])
+        return converter.from_payloads([payload], [hint])[0]
+
+    def test_bad_and_missing_inputs_are_invalid_requests(self) -> None:
+        for value, needle in (({"bogus": 1}, "runbook: Field required"), (None, "missing")):
+            with pytest.raises(ApplicationError) as caught:
+                self._decode(value, RunbookRunInput)
+            assert caught.value.type == "InvalidRequest" and caught.value.non_retryable
+            assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+    def test_other_models_still_raise_validation_errors(self) -> None:
+        with pytest.raises(ValidationError):
+            self._decode({"bogus": 1}, FleetSnapshot)
