@@ -19,7 +19,9 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as seeded
 from hypothesis import strategies as st
+from temporalio import workflow as wf
 
+from orchestrator import registry
 from orchestrator.cli import app as cli_app
 from tests.fuzz.probes import (
     SERVING,
@@ -36,7 +38,16 @@ from tests.fuzz.probes import (
 )
 from tests.fuzz.strategies import JSON, JUNK_BYTES, bodies, cli_args, command_table, mutated
 
-__all__ = ["BOUNDARIES", "Boundary", "Tally", "run", "sample"]
+__all__ = [
+    "BOUNDARIES",
+    "JUNK",
+    "TARGETED",
+    "Boundary",
+    "Tally",
+    "input_model",
+    "run",
+    "sample",
+]
 
 
 # --- input strategies ------------------------------------------------------------------
@@ -110,6 +121,35 @@ def lab_requests(probe: LabProbe) -> st.SearchStrategy[tuple[Any, ...]]:
         return method, path, body, draw(KEYS), draw(IF_MATCH)
 
     return requests()
+
+
+# --- workflow start inputs (a handful per type; each run costs a real workflow) ---
+
+#: start inputs that fit no workflow's model, plus targeted ones per type
+JUNK: list[Any] = [None, "drain", [1, 2], 7.5]
+TARGETED: dict[str, list[Any]] = {
+    "FleetSnapshotWorkflow": [{"window_s": -1}, {"window_s": "soon"}],
+    "TrafficRebalanceWorkflow": [
+        {"epoch_s": 0},
+        {"epochs_per_run": 0},
+        {"constraints": {"damping": 2}},
+    ],
+    "RunbookWorkflow": [{"runbook": {"name": "x"}, "requested_by": "t"}],
+    "LiveLoadTestWorkflow": [{"region": ""}, {"region": "eu-west", "max_steps": -1}],
+    "TrainingJobSupervisorWorkflow": [{"job": ""}, {"job": "llm-demo", "poll_s": -1}],
+    "TrainingRecoveryWorkflow": [{"job": "llm-demo"}],
+    "DrillWorkflow": [{"runbook": []}],
+}
+
+
+def input_model(workflow: str) -> Any:
+    """The pydantic model a workflow type's run takes."""
+    for cls in registry.workflows():
+        defn = wf._Definition.must_from_class(cls)
+        if defn.name == workflow:
+            assert defn.arg_types
+            return defn.arg_types[0]
+    raise AssertionError(f"no workflow {workflow}")
 
 
 # --- the campaign ----------------------------------------------------------------------------

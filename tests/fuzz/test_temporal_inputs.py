@@ -17,52 +17,25 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-from temporalio import workflow as wf
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator import registry
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.triggers.starter import TemporalRunStarter
-from tests.fuzz.campaign import sample, trigger_requests
+from tests.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
 from tests.fuzz.probes import _body_bytes, auth_headers
 from tests.triggers.conftest import asgi_client, make_app
 from tests.triggers.payloads import runbook
 from tests.workflows.conftest import Stack
 from workflows.fleet_snapshot import FleetSnapshotInput
 
-#: start inputs that fit no workflow's model, plus targeted ones per type
-JUNK: list[Any] = [None, "drain", [1, 2], 7.5]
-TARGETED: dict[str, list[Any]] = {
-    "FleetSnapshotWorkflow": [{"window_s": -1}, {"window_s": "soon"}],
-    "TrafficRebalanceWorkflow": [
-        {"epoch_s": 0},
-        {"epochs_per_run": 0},
-        {"constraints": {"damping": 2}},
-    ],
-    "RunbookWorkflow": [{"runbook": {"name": "x"}, "requested_by": "t"}],
-    "LiveLoadTestWorkflow": [{"region": ""}, {"region": "eu-west", "max_steps": -1}],
-    "TrainingJobSupervisorWorkflow": [{"job": ""}, {"job": "llm-demo", "poll_s": -1}],
-    "TrainingRecoveryWorkflow": [{"job": "llm-demo"}],
-    "DrillWorkflow": [{"runbook": []}],
-}
-
-
-def _input_model(workflow: str) -> Any:
-    for cls in registry.workflows():
-        defn = wf._Definition.must_from_class(cls)
-        if defn.name == workflow:
-            assert defn.arg_types
-            return defn.arg_types[0]
-    raise AssertionError(f"no workflow {workflow}")
-
 
 async def _failure(client: Client, workflow: str, arg: Any, queue: str) -> ApplicationError:
     # A case that validated would start a real run: each must be invalid to begin with.
     with pytest.raises(ValidationError):
-        TypeAdapter(_input_model(workflow)).validate_python(arg)
+        TypeAdapter(input_model(workflow)).validate_python(arg)
     handle = await client.start_workflow(
         workflow, arg, id=f"fuzz-{uuid.uuid4().hex[:10]}", task_queue=queue
     )
