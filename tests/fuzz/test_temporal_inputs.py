@@ -4,6 +4,8 @@
   with a non-retryable ``ApplicationError(type="InvalidRequest")`` naming the field
   (before the fix it retried its first workflow task forever), and the worker keeps
   running: a valid workflow completes afterwards.
+- Updates with bad input are rejected as ``InvalidRequest``, signals with bad input
+  are dropped, and the run goes on to complete.
 - A sample of the webhook campaign's bad requests, sent to the trigger app over the
   real Temporal starter, starts no workflow: afterwards the dev server holds exactly
   the runs the answers reported.
@@ -17,16 +19,22 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.triggers.starter import TemporalRunStarter
 from tests.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
 from tests.fuzz.probes import _body_bytes, auth_headers
-from tests.triggers.conftest import asgi_client, make_app
+from tests.triggers.conftest import TemporalStack, asgi_client, finish, make_app
 from tests.triggers.payloads import runbook
 from tests.workflows.conftest import Stack
 from workflows.fleet_snapshot import FleetSnapshotInput
@@ -111,3 +119,40 @@ class TestWebhooksOverTemporal:
         for run in runs:
             await dev_env.client.get_workflow_handle(run.id).terminate("fuzz test cleanup")
         assert len(runs) == reported + 1
+
+
+class TestControlInputs:
+    """Updates with bad input are rejected by name and signals with bad input are dropped;
+    the run keeps going and a valid approval still completes it."""
+
+    async def test_bad_updates_and_signals_leave_the_run_intact(
+        self, temporal_stack: TemporalStack
+    ) -> None:
+        name = f"fuzz-ctl-{uuid.uuid4().hex[:8]}"
+        client = temporal_stack.client
+        async with asgi_client(make_app([runbook(name)], temporal_stack.starter)) as http:
+            answer = await http.post(
+                f"/v1/runbooks/{name}/runs",
+                json={"parameters": {"region": "eu-west"}},
+                headers=auth_headers("bearer", b""),
+            )
+        assert answer.status_code == 201, answer.text
+        workflow_id = answer.json()["workflow_id"]
+        handle = client.get_workflow_handle(workflow_id, result_type=RunbookReport)
+        for update, arg in (
+            ("approve", {"task": 5, "by": "oncall"}),
+            ("approve", None),
+            ("pause", "now"),
+            ("skip", {"task": "sign-off"}),
+            ("abort_run", [1]),
+        ):
+            with pytest.raises(WorkflowUpdateFailedError) as caught:
+                await handle.execute_update(update, arg)
+            cause = caught.value.cause
+            assert isinstance(cause, ApplicationError), (update, arg, cause)
+            assert cause.type == "InvalidRequest" and "\n" not in str(cause), str(cause)
+        await handle.signal("alert_resolved", {"fingerprint": ["not", "a", "string"]})
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        await finish(client, workflow_id)
+        report = await asyncio.wait_for(handle.result(), timeout=60)
+        assert report.outcome == "completed"
