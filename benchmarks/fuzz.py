@@ -217,7 +217,7 @@ def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str
         for name, future in futures.items():
             b = boundaries[name] = future.result()
             print(
-                f"{name}: {b['inputs']} inputs, {b['crashes']} crashes, "
+                f"{name}: {b['bad_inputs']} bad of {b['inputs']} inputs, {b['crashes']} crashes, "
                 f"{b['unclean_errors']} unclean, {b['wall_s']:.0f}s",
                 flush=True,
             )
@@ -235,12 +235,13 @@ def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str
     ok = (
         total_crashes == 0
         and total_unclean == 0
-        and all(b["inputs"] >= examples for b in boundaries.values())
+        and all(b["bad_inputs"] >= examples for b in boundaries.values())
         and all(v["accepted"] == v["valid_inputs"] for v in base.values())
         and temporal["workflow_inputs"]["valid_run_completed_after"]
     )
     summary = [
-        f"{name}: {b['inputs']} bad inputs, {b['crashes']} crashes, {b['unclean_errors']} unclean"
+        f"{name}: {b['bad_inputs']} bad of {b['inputs']} generated inputs, {b['crashes']} crashes, "
+        f"{b['unclean_errors']} unclean"
         for name, b in boundaries.items()
     ]
     wf = temporal["workflow_inputs"]
@@ -254,7 +255,7 @@ def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str
         f"{hooks['unreported_workflows']} workflows started but not reported"
     )
     return {
-        "examples_per_boundary": examples,
+        "bad_inputs_per_boundary": examples,
         "seed": seed,
         "wall_s": round(time.monotonic() - started, 1),
         "all_clean": ok,
@@ -269,8 +270,8 @@ def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100 inputs per boundary")
-    parser.add_argument("--examples", type=int, default=1000, help="inputs per boundary")
+    parser.add_argument("--quick", action="store_true", help="100 bad inputs per boundary")
+    parser.add_argument("--examples", type=int, default=1000, help="bad inputs per boundary")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="boundaries fuzzed at once")
     parser.add_argument("--out", type=Path, default=OUT)

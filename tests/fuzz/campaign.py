@@ -195,9 +195,15 @@ class Tally:
     def inputs(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def bad(self) -> int:
+        """Inputs the boundary did not accept: the bad ones (clean or not)."""
+        return self.inputs - self.counts["accepted"]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "inputs": self.inputs,
+            "bad_inputs": self.bad,
             "accepted": self.counts["accepted"],
             "rejected_cleanly": self.counts["rejected"],
             "crashes": self.counts["crash"],
@@ -207,31 +213,43 @@ class Tally:
         }
 
 
-def run(boundary: Boundary, examples: int, seed: int = 0) -> Tally:
-    """Draw ``examples`` inputs for ``boundary`` and count the verdicts; never raises on them."""
+def run(boundary: Boundary, bad_inputs: int, seed: int = 0) -> Tally:
+    """Draw inputs for ``boundary`` until ``bad_inputs`` of them were bad (not accepted),
+    counting every verdict; never raises on them. A mutation can leave an input valid,
+    so a few more inputs than ``bad_inputs`` are drawn."""
     tally = Tally(boundary.name)
     probe = boundary.make_probe()
     started = time.monotonic()
 
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],  # no shrinking: every input is counted once
-        suppress_health_check=list(HealthCheck),
-    )
-    @seeded(seed)
-    @given(boundary.inputs(probe))
-    def campaign(args: tuple[Any, ...]) -> None:
-        verdict: Verdict = probe(*args)
-        tally.counts[verdict.kind] += 1
-        if not verdict.clean and len(tally.examples) < 5:
-            tally.examples.append(
-                {"input": repr(args)[:500], "verdict": f"{verdict.kind}: {verdict.detail}"[:500]}
-            )
+    def batch(n: int, batch_seed: int) -> None:
+        @settings(
+            max_examples=n,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],  # no shrinking: every input is counted once
+            suppress_health_check=list(HealthCheck),
+        )
+        @seeded(batch_seed)
+        @given(boundary.inputs(probe))
+        def campaign(args: tuple[Any, ...]) -> None:
+            verdict: Verdict = probe(*args)
+            tally.counts[verdict.kind] += 1
+            if not verdict.clean and len(tally.examples) < 5:
+                tally.examples.append(
+                    {
+                        "input": repr(args)[:500],
+                        "verdict": f"{verdict.kind}: {verdict.detail}"[:500],
+                    }
+                )
+
+        campaign()
 
     try:
-        campaign()
+        for round_ in range(10):
+            missing = bad_inputs - tally.bad
+            if missing <= 0:
+                break
+            batch(missing if round_ == 0 else missing + 10, seed + 1000 * round_)
     finally:
         probe.close()
         tally.wall_s = time.monotonic() - started
