@@ -28,6 +28,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
@@ -122,8 +123,9 @@ class TestWebhooksOverTemporal:
 
 
 class TestControlInputs:
-    """Updates with bad input are rejected by name and signals with bad input are dropped;
-    the run keeps going and a valid approval still completes it."""
+    """Updates with bad input (runbook controls, rebalancer overrides) are rejected as
+    ``InvalidRequest`` and signals with bad input are dropped; the run keeps going (a
+    runbook still completes on a valid approval, the rebalancer keeps running)."""
 
     async def test_bad_updates_and_signals_leave_the_run_intact(
         self, temporal_stack: TemporalStack
@@ -156,3 +158,28 @@ class TestControlInputs:
         await finish(client, workflow_id)
         report = await asyncio.wait_for(handle.result(), timeout=60)
         assert report.outcome == "completed"
+
+    async def test_bad_override_requests_are_refused_and_the_rebalancer_runs_on(
+        self, stack: Stack
+    ) -> None:
+        handle = await stack.client.start_workflow(
+            "TrafficRebalanceWorkflow",
+            RebalancerInput(epoch_s=3600),
+            id=f"fuzz-rebalancer-{uuid.uuid4().hex[:8]}",
+            task_queue=stack.task_queue,
+        )
+        try:
+            for update, arg in (
+                ("set_override", {"region": 5, "owner": "drain-x"}),
+                ("set_override", {"region": "eu-west", "owner": ""}),
+                ("clear_override", None),
+                ("pause", "now"),
+            ):
+                with pytest.raises(WorkflowUpdateFailedError) as caught:
+                    await handle.execute_update(update, arg)
+                cause = caught.value.cause
+                assert isinstance(cause, ApplicationError), (update, arg, cause)
+                assert cause.type == "InvalidRequest", (update, arg, str(cause))
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        finally:
+            await handle.terminate("fuzz test over")
