@@ -55,17 +55,14 @@ from tests.fuzz.campaign import (  # noqa: E402
     sample,
     trigger_requests,
 )
-from tests.fuzz.probes import (  # noqa: E402
+from tests.fuzz.probes import RunbookProbe, SolverProbe, valid_instances, valid_runbooks  # noqa: E402
+from tests.fuzz.probes_http import (  # noqa: E402
     VALID_ALERTS,
     VALID_MANUAL,
     LabProbe,
-    RunbookProbe,
-    SolverProbe,
     TriggerProbe,
-    _body_bytes,
     auth_headers,
-    valid_instances,
-    valid_runbooks,
+    body_bytes,
 )
 from tests.triggers.conftest import asgi_client, make_app  # noqa: E402
 from tests.triggers.payloads import runbook  # noqa: E402
@@ -174,7 +171,7 @@ async def _webhooks(env: WorkflowEnvironment, n: int, seed: int) -> dict[str, An
     reported, five_xx, statuses = 0, 0, {}
     async with asgi_client(make_app([runbook(name)], starter)) as http:
         for path, auth, body in sample(trigger_requests(), n, seed=seed):
-            raw = _body_bytes(body)
+            raw = body_bytes(body)
             path = path.replace("/runbooks/drain/", f"/runbooks/{name}/")
             headers = {"Content-Type": "application/json", **auth_headers(auth, raw)}
             response = await http.post(path, content=raw, headers=headers)

@@ -25,17 +25,14 @@ from orchestrator import registry
 from orchestrator.cli import app as cli_app
 from tests.fuzz.probes import (
     SERVING,
-    VALID_ALERTS,
-    VALID_MANUAL,
     CliProbe,
-    LabProbe,
     RunbookProbe,
     SolverProbe,
-    TriggerProbe,
     Verdict,
     valid_instances,
     valid_runbooks,
 )
+from tests.fuzz.probes_http import VALID_ALERTS, VALID_MANUAL, LabProbe, TriggerProbe
 from tests.fuzz.strategies import JSON, JUNK_BYTES, bodies, cli_args, command_table, mutated
 
 __all__ = [

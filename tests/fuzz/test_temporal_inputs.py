@@ -34,7 +34,7 @@ from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.triggers.starter import TemporalRunStarter
 from tests.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
-from tests.fuzz.probes import _body_bytes, auth_headers
+from tests.fuzz.probes_http import auth_headers, body_bytes
 from tests.triggers.conftest import TemporalStack, asgi_client, finish, make_app
 from tests.triggers.payloads import runbook
 from tests.workflows.conftest import Stack
@@ -90,7 +90,7 @@ class TestWebhooksOverTemporal:
         reported = 0
         async with asgi_client(make_app([runbook(name)], starter)) as http:
             for path, auth, body in sample(trigger_requests(), 40, seed=9):
-                raw = _body_bytes(body)
+                raw = body_bytes(body)
                 path = path.replace("/runbooks/drain/", f"/runbooks/{name}/")
                 response = await http.post(
                     path,
