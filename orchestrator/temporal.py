@@ -11,14 +11,26 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ValidationError
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    BinaryNullPayloadConverter,
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from orchestrator.config import Settings
-from orchestrator.exceptions import ConfigError, TemporalUnreachable
+from orchestrator.exceptions import ConfigError, InvalidRequest, TemporalUnreachable
+from orchestrator.validation import describe_validation
 
 __all__ = [
     "JOB_ID",
@@ -28,6 +40,7 @@ __all__ = [
     "SEARCH_ATTRIBUTES",
     "binary_path",
     "connect",
+    "data_converter",
     "metrics_runtime",
 ]
 
@@ -38,6 +51,72 @@ JOB_ID = SearchAttributeKey.for_keyword("JobId")
 RUN_KIND = SearchAttributeKey.for_keyword("RunKind")
 
 SEARCH_ATTRIBUTES: list[SearchAttributeKey[str]] = [REGION, RUNBOOK, JOB_ID, RUN_KIND]
+
+
+class _InputJSONConverter(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON, except that an input that does not fit its model is refused by name.
+
+    The SDK treats any other decoding error of a workflow's start input as a bug in the
+    workflow code and retries the workflow task forever, so a run started with bad input
+    hung "Running" and never said why. An ``*Input`` model (the house rule: one per
+    workflow, signal, update and activity) that does not validate is a non-retryable
+    ``ApplicationError(type="InvalidRequest")`` instead: the run fails at once with the
+    field named, an update is rejected, a signal dropped. Results and other payloads keep
+    the SDK's behaviour (a mismatch there is a code bug a deploy can fix).
+    """
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        try:
+            return super().from_payload(payload, type_hint)
+        except ValidationError as exc:
+            if not _is_input_model(type_hint):
+                raise
+            assert type_hint is not None
+            raise ApplicationError(
+                f"invalid {type_hint.__name__}: {describe_validation(exc)}",
+                type=InvalidRequest.type_name(),
+                non_retryable=True,
+            ) from None
+
+
+class _NullInputConverter(BinaryNullPayloadConverter):
+    """``None`` where an ``*Input`` model is expected is bad input too (it never validates)."""
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        if _is_input_model(type_hint):
+            assert type_hint is not None
+            raise ApplicationError(
+                f"invalid {type_hint.__name__}: the input is missing (null)",
+                type=InvalidRequest.type_name(),
+                non_retryable=True,
+            )
+        return super().from_payload(payload, type_hint)
+
+
+def _is_input_model(hint: type | None) -> bool:
+    return (
+        isinstance(hint, type) and issubclass(hint, BaseModel) and hint.__name__.endswith("Input")
+    )
+
+
+class _PayloadConverter(CompositePayloadConverter):
+    """``PydanticPayloadConverter`` refusing bad ``*Input`` payloads (JSON or null) by name."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            *(
+                _InputJSONConverter()
+                if isinstance(c, JSONPlainPayloadConverter)
+                else _NullInputConverter()
+                if isinstance(c, BinaryNullPayloadConverter)
+                else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+#: The pydantic data converter every client and worker of the project uses.
+data_converter = DataConverter(payload_converter_class=_PayloadConverter)
 
 #: How long a connect may take before we call Temporal unreachable.
 CONNECT_TIMEOUT_S = 10.0
@@ -73,7 +152,7 @@ async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Clie
         kwargs["runtime"] = runtime
     try:
         return await asyncio.wait_for(
-            Client.connect(data_converter=pydantic_data_converter, **kwargs),
+            Client.connect(data_converter=data_converter, **kwargs),
             timeout=CONNECT_TIMEOUT_S,
         )
     except TimeoutError:

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from typer._click.core import Context
 from typer.core import TyperGroup
 
-from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
+from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.commands.temporal_call import result_or_query, with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import (
@@ -89,7 +89,7 @@ def parse_metrics(
     try:
         metrics = default_lab_metrics(region, service=service, window_s=window_s, **thresholds)
     except ValueError as exc:
-        fail(f"--metric: {exc}")
+        fail(f"--metric: {error_reason(exc)}")
     return [m for m in metrics if m.key in keys]
 
 
@@ -124,7 +124,7 @@ def run(
             reason=reason or f"load test by {getpass.getuser()}",
         )
     except ValueError as exc:
-        fail(f"invalid load test: {exc}")
+        fail(f"invalid load test: {error_reason(exc)}")
     wid = workflow_id or f"loadtest-{region}-{uuid.uuid4().hex[:8]}"
 
     async def body(client: Client, settings: Settings) -> LoadTestResult | None:

@@ -7,8 +7,10 @@ import sys
 from typing import Any, NoReturn
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
+
+from orchestrator.validation import describe_validation
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,3 +36,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print one clear line to stderr and exit non-zero; never a traceback."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def error_reason(exc: Exception) -> str:
+    """One line saying what is wrong with an input (see ``describe_validation``)."""
+    if isinstance(exc, ValidationError):
+        return describe_validation(exc)
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

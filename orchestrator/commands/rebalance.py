@@ -15,28 +15,16 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
+from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.exceptions import PolicyError
 from orchestrator.policy.taiji import SolverInstance, SolverResult, solve
 
-__all__ = ["app", "describe_validation_error", "load_instance", "render_result"]
+__all__ = ["app", "load_instance", "render_result"]
 
 app = typer.Typer(
     help="Taiji-style traffic rebalancing: solve routing tables, run the rebalancer.",
     no_args_is_help=True,
 )
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first problem as ``field.path: reason``, plus how many more there are."""
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"])
-    reason = str(first["msg"]).removeprefix("Value error, ")
-    text = f"{where}: {reason}" if where else reason
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problems)"
-    return text
 
 
 def load_instance(path: Path) -> SolverInstance:
@@ -52,7 +40,7 @@ def load_instance(path: Path) -> SolverInstance:
     try:
         return SolverInstance.model_validate(data)
     except ValidationError as exc:
-        fail(f"{path}: {describe_validation_error(exc)}")
+        fail(f"{path}: {error_reason(exc)}")
 
 
 def _pct(value: float) -> str:

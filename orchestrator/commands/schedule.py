@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 from temporalio.client import (
     Client,
@@ -27,7 +26,7 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
+from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
@@ -79,14 +78,6 @@ def _labels(pairs: list[str]) -> dict[str, str]:
             fail(f"--block-on {pair!r}: expected LABEL=VALUE")
         labels[name] = value
     return labels
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        return f"{where}: {str(error['msg']).removeprefix('Value error, ')}"
-    return str(exc).splitlines()[0]
 
 
 def _create(schedule_id: str, workflow: str, arg: Any, spec: ScheduleSpec, paused: bool) -> None:
@@ -149,7 +140,7 @@ def create_drill(
             requested_by=f"schedule:{schedule_id}",
         )
     except (OrchestratorError, ValueError) as exc:
-        fail(_reason(exc))
+        fail(error_reason(exc))
     _create(schedule_id, DRILL_WORKFLOW, inp, _spec(every, cron, "2d"), paused)
 
 
@@ -174,7 +165,7 @@ def create_loadtest(
             reason=f"schedule:{schedule_id}",
         )
     except ValueError as exc:
-        fail(_reason(exc))
+        fail(error_reason(exc))
     _create(schedule_id, LOAD_TEST_WORKFLOW, inp, _spec(every, cron, "1d"), paused)
 
 

@@ -34,7 +34,15 @@ __all__ = [
 #: Fractions of one PoP must sum to 1 within this; floors may exceed current by this.
 SUM_TOLERANCE = 1e-6
 
-NonNegative = Annotated[float, Field(ge=0.0)]
+#: Bounds far beyond any real fleet: past them a number is a unit mistake, and the
+#: latency cost (load x RTT^2) would overflow a float. Infinity and NaN are refused.
+MAX_LOAD = 1e12
+MAX_RTT_MS = 1e6
+MAX_UTILIZATION = 1e6
+
+Load = Annotated[float, Field(ge=0.0, le=MAX_LOAD, allow_inf_nan=False)]
+Rtt = Annotated[float, Field(ge=0.0, le=MAX_RTT_MS, allow_inf_nan=False)]
+RttLimit = Annotated[float, Field(gt=0.0, le=MAX_RTT_MS, allow_inf_nan=False)]
 
 
 class RegionInput(StrictModel):
@@ -42,9 +50,9 @@ class RegionInput(StrictModel):
 
     name: str = Field(min_length=1)
     #: load (same unit as PoP demand) the region serves at utilization 1
-    capacity: NonNegative
+    capacity: Load
     #: measured utilization now (1.0 = at capacity)
-    utilization: NonNegative
+    utilization: Annotated[float, Field(ge=0.0, le=MAX_UTILIZATION, allow_inf_nan=False)]
     status: RegionStatus = RegionStatus.ACTIVE
     #: override: at most this share of the total demand may go here
     max_share: Fraction | None = None
@@ -60,15 +68,15 @@ class PopInput(StrictModel):
 
     name: str = Field(min_length=1)
     #: load arriving at this PoP (same unit as region capacity)
-    demand: NonNegative
+    demand: Load
     #: region -> round-trip time in ms; every region must be listed
-    rtt_ms: dict[str, NonNegative]
+    rtt_ms: dict[str, Rtt]
     #: region -> current share of this PoP's traffic; sums to 1
     fractions: dict[str, Fraction]
     #: region -> share held by established sticky sessions; it cannot move this epoch
     sticky: dict[str, Fraction] = Field(default_factory=dict)
     #: this PoP may send new traffic only to regions within this RTT
-    rtt_limit_ms: Annotated[float, Field(gt=0.0)] | None = None
+    rtt_limit_ms: RttLimit | None = None
     #: current bucket -> region list; when given, the result maps the new fractions onto it
     buckets: list[str] | None = None
 
@@ -77,13 +85,13 @@ class Constraints(StrictModel):
     """Limits every new table must respect, and the dampening of each move."""
 
     #: per epoch, a region's predicted utilization may rise at most this much
-    max_utilization_increase: float = Field(default=0.04, gt=0.0)
+    max_utilization_increase: float = Field(default=0.04, gt=0.0, allow_inf_nan=False)
     #: no region's predicted utilization may exceed this
-    target_utilization: float = Field(default=1.0, gt=0.0)
+    target_utilization: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     #: no region may receive more than this share of the total demand
     max_share: Fraction | None = None
     #: default RTT limit for PoPs that do not set their own
-    rtt_limit_ms: Annotated[float, Field(gt=0.0)] | None = None
+    rtt_limit_ms: RttLimit | None = None
     #: a PoP whose traffic would move less than this share keeps its current split
     min_shift: float = Field(default=0.01, ge=0.0, lt=1.0)
     #: move this share of the way from the current table to the optimum

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 from orchestrator.exceptions import RunbookError
@@ -22,7 +23,16 @@ class Finding(StrictModel):
     message: str
 
     def format(self) -> str:
-        return f"{self.file}:{self.line}: {self.task or '-'}: {self.message}"
+        """``file:line: task: message`` on one line, whatever keys or ids the YAML held."""
+        return _one_line(f"{self.file}:{self.line}: {self.task or '-'}: {self.message}")
+
+
+def _one_line(text: str) -> str:
+    # A finding quotes the runbook's own keys and ids, which YAML lets contain newlines
+    # and control characters; escaped, a finding stays one line (and one terminal row).
+    return "".join(
+        repr(ch)[1:-1] if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text
+    )
 
 
 class RunbookInvalid(RunbookError):
