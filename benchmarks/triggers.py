@@ -4,7 +4,12 @@ Everything is real: a Temporal dev server, the trigger server as its own process
 (``orchestrator triggers serve``), a worker running the real RunbookWorkflow on a
 runbook whose one task waits for an approval (so every run stays open and every
 repeat must be deduplicated), and Locust in its own process sending ~200
-notifications/s over 20 alert groups (so ~99% are duplicates).
+notifications/s over 20 alert groups (so ~99% are duplicates). The runbook is not
+of kind ``drain``: a drain's first step is the capacity check against a fleet,
+and this measures the intake, so its runs make no fleet call at all. A Locust user
+waits for each answer before its next, so the rate reached is what the server
+sustained at 20 concurrent senders (50 senders, tried, reached no more: the
+server, not the senders, is the limit).
 
 Baseline, measured in the same run at the same rate: notifications whose
 alertname no runbook triggers on, i.e. auth + parsing + matching without any
@@ -46,14 +51,14 @@ from tests.fixtures.ports import free_port  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"
-RUNBOOK = "bench-drain"
+RUNBOOK = "bench-page"
 TOKEN = "bench-token-" + uuid.uuid4().hex
 RATE = 200
 USERS = 20
 GROUPS = 20
 RUNBOOK_YAML = f"""
 name: {RUNBOOK}
-kind: drain
+kind: recovery
 parameters:
   region: {{type: region}}
 tasks:
@@ -160,6 +165,16 @@ async def _count(client: Client, query: str, want: int, timeout_s: float = 15.0)
     return seen
 
 
+async def _retrying(client: Client, query: str) -> int:
+    """Runs with an activity that has failed at least once (pending, attempt > 1)."""
+    stuck = 0
+    async for execution in client.list_workflows(query):
+        described = await client.get_workflow_handle(execution.id).describe()
+        pending = described.raw_description.pending_activities
+        stuck += any(a.attempt > 1 for a in pending)
+    return stuck
+
+
 async def run(quick: bool) -> dict[str, Any]:
     burst_s = 10 if quick else 60
     baseline_s = 5 if quick else 20
@@ -213,6 +228,8 @@ async def run(quick: bool) -> dict[str, Any]:
                 running = await _count(
                     env.client, f'Runbook = "{RUNBOOK}" AND ExecutionStatus = "Running"', GROUPS
                 )
+                # A run stuck retrying an activity would still count as open.
+                retrying = await _retrying(env.client, f'Runbook = "{RUNBOOK}"')
     finally:
         if server is not None and server.returncode is None:
             server.terminate()
@@ -233,10 +250,11 @@ async def run(quick: bool) -> dict[str, Any]:
         "burst_matching_alerts": burst,
         "runs_started": runs,
         "runs_open": running,
+        "runs_retrying_an_activity": retrying,
         "groups_hit": groups_hit,
         "notifications_that_started_nothing": burst["requests"] - runs,
         "checks": {
-            "one_run_per_distinct_group": runs == groups_hit,
+            "one_run_per_distinct_group": runs == groups_hit == running and retrying == 0,
             "no_5xx": burst["status_5xx"] == 0 and baseline["status_5xx"] == 0,
             "rate_reached": burst["rps"] >= 0.9 * RATE,
         },

@@ -80,11 +80,13 @@ async def drain_forecast(
         del running[inp.region]
     topology = await fleet.topology()
     health = await fleet.health()
+    # The routing table lets the check estimate a drained region whose health is missing.
+    routing = await fleet.routing()
     others = sorted(running)
-    if check:
-        forecast = check_drain_capacity(topology, health, [inp.region], others, target=inp.target)
-    else:
-        forecast = forecast_drain(topology, health, [inp.region], others, target=inp.target)
+    check_or_forecast = check_drain_capacity if check else forecast_drain
+    forecast = check_or_forecast(
+        topology, health, [inp.region], others, target=inp.target, routing=routing
+    )
     return forecast, running
 
 

@@ -119,6 +119,8 @@ def register(app: typer.Typer) -> None:
             print_plan(inp.runbook, plan)
             console.print(_forecast_table(forecast, running))
             verdict = "[green]safe[/]" if forecast.safe else "[red]would be refused[/]: "
+            for note in forecast.notes:
+                console.print(f"[yellow]estimated[/]: {note}")
             console.print(f"dry run, nothing changed; {verdict}" + "; ".join(forecast.reasons))
             return
         _started(answer, wid, as_json)

@@ -125,6 +125,9 @@ class LiveEngine:
         self.served: Counter[tuple[str, int]] = Counter()
         #: region -> edge answers with a 5xx there: where the failures happened
         self.failed_in: Counter[str] = Counter()
+        #: region -> those of them whose bucket was still cold there (new to the region,
+        #: as after a routing move): the failures a move can be blamed for
+        self.failed_cold_in: Counter[str] = Counter()
         for pop in state.routing.pops:
             self._routed[pop] = list(state.routing.buckets_of(pop))
             for bucket, region in enumerate(self._routed[pop]):
@@ -292,11 +295,14 @@ class LiveEngine:
         extra_ms = faults.added_latency_ms.get(region, 0.0)
         if extra_ms:
             await asyncio.sleep(extra_ms / 1000.0)
-        factor = self.config.cold.factor if self._touch(region, pop, bucket) else 1.0
+        cold = self._touch(region, pop, bucket)
+        factor = self.config.cold.factor if cold else 1.0
         if not await self._use_pool(region, service, factor):
+            self.failed_cold_in[region] += cold
             return 503, "Overloaded"
         for dependency in self.services[service].depends_on:
             if not await self._call_dependency(region, dependency, user):
+                self.failed_cold_in[region] += cold
                 return 503, f"DependencyFailed:{dependency}"
         return 200, ""
 

@@ -13,8 +13,20 @@ switches at 75%, §4.7). Spreading follows one of three rules:
   rebalancer can do, so a refusal under it is a refusal under any routing.
 
 Batch services are left out: a drain stops batch jobs rather than moving them.
-Missing health for a region that sends or receives load refuses the drain:
-an unobserved region cannot be shown to be safe.
+A pool at weight 0 (a service already drained in a region) serves nothing and
+takes nothing, so it never counts as receiving capacity.
+
+Missing health is treated by what the region does in the drain:
+
+- a receiving region without data refuses the drain: nothing shows it can take
+  more (a region just restored that the edge sends nothing yet is such a case);
+- a region whose load moves away (the one being drained, or one a running drain
+  takes out) without data is estimated from the edge, when the routing table is
+  given: the PoPs' observed demand times the region's routing share, split over
+  services by the fleet's observed per-request mix. That region is often the
+  broken one whose metrics are gone, and what matters is how much load moves,
+  which the edge observes; refusing would block exactly the drain that is needed.
+  With no routing table, or no PoP demand observed, it still refuses.
 """
 
 from __future__ import annotations
@@ -25,7 +37,14 @@ from typing import Literal
 from pydantic import Field
 
 from orchestrator.exceptions import InvalidInstance, UnsafeRequest
-from orchestrator.models import HealthReport, RegionStatus, ServiceKind, StrictModel, Topology
+from orchestrator.models import (
+    HealthReport,
+    RegionStatus,
+    RoutingTable,
+    ServiceKind,
+    StrictModel,
+    Topology,
+)
 
 __all__ = [
     "DEFAULT_TARGET_UTILIZATION",
@@ -50,6 +69,8 @@ class ServiceForecast(StrictModel):
     load_after_rps: float
     utilization_before: float | None
     utilization_after: float | None
+    #: the load before came from edge demand x routing share, not from health
+    estimated: bool = False
 
 
 class RegionForecast(StrictModel):
@@ -73,6 +94,8 @@ class DrainForecast(StrictModel):
     worst_utilization: float | None = None
     #: why the drain is unsafe, one line per reason
     reasons: list[str] = Field(default_factory=list)
+    #: what was estimated rather than observed, one line each
+    notes: list[str] = Field(default_factory=list)
 
     def summary(self) -> str:
         shown = ", ".join(
@@ -116,6 +139,53 @@ def _load(
     return None
 
 
+def _weight(topology: Topology, region: str, service: str) -> float:
+    return topology.service_weights.get(f"{region}/{service}", 1.0)
+
+
+def _edge_arrivals(
+    topology: Topology, health: HealthReport, routing: RoutingTable, region: str
+) -> float | None:
+    """Requests per second the edge routes to ``region``: each PoP's observed demand
+    times its routing share; a PoP without data gets its demand weight's share of the
+    observed rate. ``None`` when no PoP's demand is observed."""
+    observed = {p.pop: p.rps for p in health.pops if not p.missing and p.rps is not None}
+    weights = {p.name: p.demand_weight for p in topology.pops}
+    observed_weight = sum(weights.get(p, 0.0) for p in observed)
+    if not observed or observed_weight <= 0:
+        return None
+    per_weight = sum(observed.values()) / observed_weight
+    total = 0.0
+    for pop, shares in routing.fractions.items():
+        share = shares.get(region, 0.0)
+        if share <= 0:
+            continue
+        rps = observed.get(pop)
+        if rps is None:
+            if pop not in weights:
+                return None
+            rps = weights[pop] * per_weight
+        total += rps * share
+    return total
+
+
+def _request_mix(
+    topology: Topology, health: HealthReport, service: str, only_service: bool
+) -> float | None:
+    """Load of ``service`` per request a region receives, over the regions observed."""
+    service_rps = region_rps = 0.0
+    for entry in health.regions:
+        if entry.missing or entry.rps is None or entry.rps <= 0:
+            continue
+        load = _load(topology, health, entry.region, service, False)
+        if load is not None:
+            service_rps += load
+            region_rps += entry.rps
+    if region_rps > 0:
+        return service_rps / region_rps
+    return 1.0 if only_service else None
+
+
 def _spread(
     moving: float, loads: dict[str, float], caps: dict[str, float], rule: Spread
 ) -> dict[str, float]:
@@ -152,9 +222,11 @@ def forecast_drain(
     *,
     target: float = DEFAULT_TARGET_UTILIZATION,
     spread: Spread = "spare",
+    routing: RoutingTable | None = None,
 ) -> DrainForecast:
     """Every region's predicted utilization after draining ``drain`` (with ``running``
-    drains also in effect); never raises for an unsafe result, see ``safe``."""
+    drains also in effect); never raises for an unsafe result, see ``safe``. With
+    ``routing``, a region whose load moves and has no health is estimated from the edge."""
     if not 0 < target <= 1:
         raise InvalidInstance(f"target: {target} is not within (0, 1]")
     known = set(topology.region_names)
@@ -179,16 +251,37 @@ def forecast_drain(
     batch = {s.name for s in topology.services if s.kind is ServiceKind.BATCH}
     services = sorted({s for r in topology.regions for s in r.capacity_rps} - batch)
     reasons: list[str] = []
+    notes: list[str] = []
     per_region: dict[str, list[ServiceForecast]] = {r: [] for r in roles}
+    estimated: set[tuple[str, str]] = set()
     for service in services:
+        only = len(services) == 1
         loads: dict[str, float] = {}
         for region, role in roles.items():
-            value = _load(topology, health, region, service, len(services) == 1)
+            value = _load(topology, health, region, service, only)
+            weight = _weight(topology, region, service)
+            if value is None and role in ("draining", "running-drain") and routing is not None:
+                arrivals = _edge_arrivals(topology, health, routing, region)
+                mix = _request_mix(topology, health, service, only)
+                if arrivals is not None and mix is not None:
+                    value = arrivals * mix * weight
+                    estimated.add((region, service))
+                    notes.append(
+                        f"no health data for {service} in {region}: {value:.0f} rps estimated "
+                        "from edge demand x routing share"
+                    )
             if value is None:
-                if role == "out":
-                    value = 0.0  # a drained region reporting nothing serves nothing
+                if role == "out" or (role == "receiving" and weight <= 0):
+                    value = 0.0  # a drained region or pool reporting nothing serves nothing
                 else:
-                    reasons.append(f"no health data for {service} in {region}")
+                    unrouted = (
+                        role == "receiving"
+                        and routing is not None
+                        and _edge_arrivals(topology, health, routing, region) == 0.0
+                    )
+                    # A region the edge sends nothing (e.g. just restored) has shown nothing yet.
+                    why = " (the edge sends it no traffic yet)" if unrouted else ""
+                    reasons.append(f"no health data for {service} in {region}{why}")
                     continue
             loads[region] = value
         caps = {
@@ -196,6 +289,7 @@ def forecast_drain(
             for r, role in roles.items()
             if role == "receiving"
             and topology.region(r).capacity_rps.get(service, 0.0) > 0
+            and _weight(topology, r, service) > 0
             and r in loads
         }
         moving = sum(v for r, v in loads.items() if roles[r] != "receiving")
@@ -216,6 +310,7 @@ def forecast_drain(
                     load_after_rps=after,
                     utilization_before=before / cap if cap > 0 else None,
                     utilization_after=after / cap if cap > 0 else None,
+                    estimated=(region, service) in estimated,
                 )
             )
     forecasts: list[RegionForecast] = []
@@ -254,6 +349,7 @@ def forecast_drain(
         worst_region=worst[1] if worst else None,
         worst_utilization=worst[0] if worst else None,
         reasons=reasons,
+        notes=notes,
     )
 
 
@@ -265,6 +361,7 @@ def check_drain_capacity(
     *,
     target: float = DEFAULT_TARGET_UTILIZATION,
     spread: Spread = "spare",
+    routing: RoutingTable | None = None,
 ) -> DrainForecast:
     """The forecast when the drain is safe; else :class:`DrainRefused` (an
     :class:`UnsafeRequest`) whose message and ``forecast`` give the numbers.
@@ -276,7 +373,9 @@ def check_drain_capacity(
         raise UnsafeRequest(
             f"region(s) {', '.join(overlap)} already being drained by a running drain"
         )
-    forecast = forecast_drain(topology, health, drain, running, target=target, spread=spread)
+    forecast = forecast_drain(
+        topology, health, drain, running, target=target, spread=spread, routing=routing
+    )
     if forecast.safe:
         return forecast
     together = (

@@ -65,6 +65,8 @@ class TestSlotsAndQueue:
         statuses = [a[0] for a in answers]
         assert counted == {"p": {"200": statuses.count(200), "503": statuses.count(503)}}
         assert runtime.truth()["edge_5xx_by_region"] == {"a": statuses.count(503)}
+        # every bucket starts warm where it is routed: none of these failures is a move's
+        assert runtime.truth()["edge_5xx_cold_by_region"] == {}
 
     async def test_no_traffic_is_missing_data_not_zero(self) -> None:
         health = _runtime().health(10)
@@ -84,6 +86,16 @@ class TestColdBuckets:
         assert warm[1]["region"] == "a" and cold[1]["region"] == "b"
         assert warm[2] < 80  # 40 ms web + 1 ms kv, all in a
         assert cold[2] >= 120 + 60  # 3 x 40 ms web in b, + the RTT back to kv in a
+
+    async def test_failures_on_moved_buckets_are_counted_cold(self) -> None:
+        runtime = _runtime()
+        _route_all(runtime, "b", "to-b")
+        answers = await asyncio.gather(*(_timed(runtime, f"m{i}") for i in range(12)))
+        failed = [a for a in answers if a[0] == 503]
+        assert failed and {a[1]["region"] for a in failed} == {"b"}
+        truth = runtime.truth()
+        assert truth["edge_5xx_cold_by_region"] == {"b": len(failed)}
+        assert truth["edge_5xx_by_region"] == {"b": len(failed)}
 
     async def test_bucket_warms_after_enough_requests(self) -> None:
         runtime = _runtime(cold={"factor": 3.0, "warm_after_s": 30, "warm_after_requests": 2})

@@ -11,9 +11,11 @@ from orchestrator.exceptions import InvalidInstance, UnsafeRequest
 from orchestrator.models import (
     HealthReport,
     Pop,
+    PopHealth,
     Region,
     RegionHealth,
     RegionStatus,
+    RoutingTable,
     Service,
     ServiceHealth,
     ServiceKind,
@@ -262,6 +264,124 @@ class TestCapacityCheck:
             forecast_drain(topology, health, ["zz"])
         with pytest.raises(InvalidInstance, match="target"):
             forecast_drain(topology, health, ["a"], target=1.5)
+
+
+def two_pops(
+    loads: Mapping[str, float | None], pop_rps: Mapping[str, float | None]
+) -> tuple[Topology, HealthReport, RoutingTable]:
+    """Regions a, b, c (1000 rps each) behind PoPs p (weight 3) and q (weight 1):
+    p sends half to a, q sends everything to b; c gets only what p sends it."""
+    capacity = {"a": 1000.0, "b": 1000.0, "c": 1000.0}
+    topology, health = fleet(loads, capacity)
+    topology = topology.model_copy(
+        update={
+            "pops": [
+                Pop(name="p", demand_weight=3.0, rtt_ms=dict.fromkeys(capacity, 10.0)),
+                Pop(name="q", demand_weight=1.0, rtt_ms=dict.fromkeys(capacity, 10.0)),
+            ]
+        }
+    )
+    health.pops = [
+        PopHealth(pop=p, rps=v, samples=0 if v is None else 100) for p, v in pop_rps.items()
+    ]
+    routing = RoutingTable(
+        version=1,
+        fractions={"p": {"a": 0.5, "b": 0.0, "c": 0.5}, "q": {"a": 0.0, "b": 1.0, "c": 0.0}},
+    )
+    return topology, health, routing
+
+
+class TestMissingHealth:
+    """Missing health for the region being drained is estimated from the edge (PoP demand x
+    its routing share), since what matters is how much load moves; missing health for a
+    region that would receive load still refuses, as nothing shows it can take more."""
+
+    def test_drained_region_estimated_from_edge_demand(self) -> None:
+        topology, health, routing = two_pops({"a": None, "b": 100, "c": 300}, {"p": 600, "q": 100})
+        forecast = check_drain_capacity(topology, health, ["a"], routing=routing)
+        a = next(r for r in forecast.regions if r.region == "a")
+        # p's 600 rps x a's 0.5 share = 300 rps move, spread by spare capacity 900 : 700
+        assert a.services[0].load_before_rps == pytest.approx(300.0)
+        assert a.services[0].estimated
+        after = {r.region: r.utilization_after for r in forecast.regions}
+        assert after["b"] == pytest.approx((100 + 300 * 900 / 1600) / 1000)
+        assert after["c"] == pytest.approx((300 + 300 * 700 / 1600) / 1000)
+        assert forecast.notes == [
+            "no health data for web in a: 300 rps estimated from edge demand x routing share"
+        ]
+
+    def test_estimate_can_refuse(self) -> None:
+        topology, health, routing = two_pops({"a": 500, "b": None, "c": 500}, {"p": 1800})
+        # q has no data either: its demand weight's share of p's rate (1800 / 3) is assumed,
+        # all of it routed to b; 600 rps move, 300 onto each of a and c
+        with pytest.raises(DrainRefused, match="a would run web at 0.80") as caught:
+            check_drain_capacity(topology, health, ["b"], routing=routing)
+        assert caught.value.forecast.notes
+
+    def test_unrouted_drained_region_moves_nothing(self) -> None:
+        topology, health, routing = two_pops({"a": 100, "b": 100, "c": None}, {"p": 200, "q": 100})
+        routing.fractions["p"] = {"a": 1.0, "b": 0.0, "c": 0.0}
+        forecast = check_drain_capacity(topology, health, ["c"], routing=routing)
+        assert forecast.safe and forecast.worst_utilization == pytest.approx(0.1)
+
+    def test_receiving_region_without_data_refuses(self) -> None:
+        topology, health, routing = two_pops({"a": 300, "b": 100, "c": None}, {"p": 600, "q": 100})
+        routing.fractions["p"] = {"a": 1.0, "b": 0.0, "c": 0.0}
+        with pytest.raises(DrainRefused, match="no health data for web in c .the edge sends it no"):
+            check_drain_capacity(topology, health, ["a"], routing=routing)
+
+    def test_without_routing_or_edge_demand_still_refuses(self) -> None:
+        topology, health, routing = two_pops({"a": None, "b": 100, "c": 100}, {"p": None})
+        with pytest.raises(DrainRefused, match="no health data for web in a"):
+            check_drain_capacity(topology, health, ["a"], routing=routing)
+        topology, health, _ = two_pops({"a": None, "b": 100, "c": 100}, {"p": 600})
+        with pytest.raises(DrainRefused, match="no health data for web in a"):
+            check_drain_capacity(topology, health, ["a"])
+
+    def test_running_drain_region_estimated_too(self) -> None:
+        topology, health, routing = two_pops({"a": 100, "b": None, "c": 100}, {"p": 400, "q": 200})
+        forecast = check_drain_capacity(topology, health, ["a"], ["b"], routing=routing)
+        # b's 200 (q) and a's 100 all land on c
+        assert forecast.worst_region == "c"
+        assert forecast.worst_utilization == pytest.approx(0.4)
+
+    def test_service_mix_split_from_observed_regions(self) -> None:
+        regions = [
+            Region(name=n, capacity_rps={"web": 1000.0, "cache": 2000.0}) for n in ("a", "b")
+        ]
+        topology = Topology(
+            regions=regions,
+            pops=[Pop(name="p", demand_weight=1.0, rtt_ms={"a": 1.0, "b": 1.0})],
+            services=[
+                Service(name="web", kind=ServiceKind.STATELESS, depends_on=["cache"]),
+                Service(name="cache", kind=ServiceKind.STATELESS),
+            ],
+        )
+        health = HealthReport(
+            window_s=30,
+            observed_at=NOW,
+            regions=[RegionHealth(region="b", rps=100, samples=100)],
+            services=[
+                ServiceHealth(region="b", service="web", rps=100, samples=100),
+                ServiceHealth(region="b", service="cache", rps=250, samples=100),
+            ],
+            pops=[PopHealth(pop="p", rps=300, samples=100)],
+        )
+        routing = RoutingTable(version=1, fractions={"p": {"a": 0.5, "b": 0.5}})
+        forecast = check_drain_capacity(topology, health, ["a"], routing=routing)
+        a = {s.service: s.load_before_rps for s in forecast.regions[0].services}
+        # 150 rps arrive at a; each request costs 2.5 cache requests where observed
+        assert a == pytest.approx({"web": 150.0, "cache": 375.0})
+
+
+class TestDrainedPool:
+    """A pool at weight 0 (a service already drained in a region) takes no load."""
+
+    def test_weight_zero_pool_is_no_receiver(self) -> None:
+        topology, health = fleet({"a": 300, "b": 100, "c": None}, dict.fromkeys("abc", 1000.0))
+        topology.service_weights["c/web"] = 0.0
+        with pytest.raises(DrainRefused, match="b would run web at 0.40"):
+            check_drain_capacity(topology, health, ["a"], target=0.3)
 
 
 class TestStuck:
