@@ -21,7 +21,6 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orchestrator.demo import scenarios
 from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
@@ -29,6 +28,7 @@ from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.reports import write_report
+from orchestrator.temporal import data_converter
 
 __all__ = ["DemoOptions", "demo_lab_config", "run_demo"]
 
@@ -127,7 +127,7 @@ def summary_table(rows: list[ScenarioSummary]) -> Table:
 async def _scenarios(
     stack: DemoStack, progress: _Progress, names: list[str], reports_dir: Path
 ) -> list[ScenarioSummary]:
-    client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
+    client = await Client.connect(stack.temporal_address, data_converter=data_converter)
     async with (
         HttpFleet(stack.lab_url, timeout=10.0) as fleet,
         httpx.AsyncClient(base_url=stack.lab_url, timeout=10.0) as lab,

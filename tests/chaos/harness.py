@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import load_config
 from orchestrator.models import AuditEntry
+from orchestrator.temporal import data_converter
 from tests.fixtures.lab import RunningLab, launch_lab
 from tests.fixtures.ports import free_port
 
@@ -194,7 +194,7 @@ async def chaos_stack(initial_routing: str = "nearest") -> AsyncIterator[ChaosSt
             ORCHESTRATOR_LOG_LEVEL="WARNING",
         )
         worker = WorkerProcess(env, tmp / "worker.log")
-        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        client = await Client.connect(server.address, data_converter=data_converter)
         fleet = HttpFleet(lab.url, timeout=5.0)
         stack = ChaosStack(tmp, server, lab, worker, client, fleet, queue)
         worker.start()
