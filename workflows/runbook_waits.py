@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import NotifyInput, RunbookActivities
     from orchestrator.contracts.runbook import TaskState
     from orchestrator.runbook.spec import Task
@@ -57,6 +58,7 @@ class WaitTemplates:
             RunbookActivities.notify,
             NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
             start_to_close_timeout=SHORT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 
