@@ -82,6 +82,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         runbook.change_config,
         runbook.notify,
         runbook.durations,
+        runbook.hold,
         drain.check_capacity,
         drain.drain_record,
         load_test.prepare,

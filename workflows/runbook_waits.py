@@ -11,7 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
-    from orchestrator.activities.runbook import NotifyInput, RunbookActivities
+    from orchestrator.activities.runbook import HoldInput, NotifyInput, RunbookActivities
     from orchestrator.contracts.runbook import TaskState
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
@@ -65,4 +65,13 @@ class WaitTemplates:
     async def _delay(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
+        if args.as_activity:
+            await workflow.execute_activity_method(
+                RunbookActivities.hold,
+                HoldInput(seconds=args.duration),
+                start_to_close_timeout=timedelta(seconds=args.duration) + SHORT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
+            )
+            return
         await workflow.sleep(args.duration)

@@ -4,6 +4,7 @@ derives from (run, task, step), so a retried or replayed step applies once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "CheckResult",
     "ConfigInput",
     "DurationsInput",
+    "HoldInput",
     "JobsInput",
     "NotifyInput",
     "RunbookActivities",
@@ -89,6 +91,10 @@ class NotifyInput(BaseModel):
 class ConfigInput(BaseModel):
     change: ConfigChange
     key: str
+
+
+class HoldInput(BaseModel):
+    seconds: float = Field(ge=0)
 
 
 class DurationsInput(BaseModel):
@@ -221,6 +227,12 @@ class RunbookActivities:
                 headers={"Idempotency-Key": inp.key},
             )
             response.raise_for_status()
+
+    @activity.defn(name="hold")
+    @reported
+    async def hold(self, inp: HoldInput) -> None:
+        """Take ``inp.seconds`` (a ``delay`` task standing in for work)."""
+        await asyncio.sleep(inp.seconds)
 
     @activity.defn(name="task_durations")
     async def durations(self, inp: DurationsInput) -> dict[str, list[float]]:
