@@ -116,14 +116,23 @@ class DrillWorkflow:
         )
         if inp.restore is not None and report.outcome == "completed":
             self.stage = f"restoring {region}"
-            restored = await self._run(inp, inp.restore, region, f"{drain_id}-restore")
+            restored = await self._run(
+                inp, inp.restore, region, f"{drain_id}-restore", restore_of=drain_id
+            )
             result.restore_workflow_id = f"{drain_id}-restore"
             result.restore_outcome = restored.outcome
             result.reason += f", {inp.restore.name} {restored.outcome}"
         self.stage = "done"
         return result
 
-    async def _run(self, inp: DrillInput, runbook: Runbook, region: str, wid: str) -> RunbookReport:
+    async def _run(
+        self,
+        inp: DrillInput,
+        runbook: Runbook,
+        region: str,
+        wid: str,
+        restore_of: str | None = None,
+    ) -> RunbookReport:
         bound = _bound(runbook, region, inp.parameters)
         return await workflow.execute_child_workflow(
             RunbookWorkflow.run,
@@ -135,6 +144,7 @@ class DrillWorkflow:
                 trigger=TriggerContext(
                     source="schedule", key=workflow.info().workflow_id, started_at=workflow.now()
                 ),
+                restore_of=restore_of,
             ),
             id=wid,
             search_attributes=TypedSearchAttributes(

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.rebalance import (
         EpochPlan,
         PlanEpochInput,
@@ -101,6 +102,7 @@ class TrafficRebalanceWorkflow:
                 restore_fractions=self.restore_fractions if urgent else None,
             ),
             start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=ACTIVITY_RETRY,
         )
         self.state.epoch += 1
@@ -146,6 +148,7 @@ class TrafficRebalanceWorkflow:
                     reason=f"rebalancer epoch {epoch}" + (" (override)" if urgent else ""),
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=ACTIVITY_RETRY,
             )
             if published.conflict:

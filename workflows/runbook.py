@@ -18,6 +18,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import DurationsInput, RunbookActivities
     from orchestrator.contracts.runbook import (
         TERMINAL,
@@ -35,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor, check
-    from workflows.runbook_steps import admit_drain
+    from workflows.runbook_steps import RECORDS_PATCH, admit_drain, drain_record, restore_records
 
 __all__ = ["RunbookWorkflow"]
 
@@ -101,6 +102,7 @@ class RunbookWorkflow(RunbookControls):
                 runbook=rb.name, record={k: v for k, v in durations.items() if v is not None}
             ),
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -122,6 +124,7 @@ class RunbookWorkflow(RunbookControls):
             critical_path_s=path.length_s,
             sequential_s=sum(v for v in durations.values() if v is not None),
             events=self.events,
+            restore_records=restore_records(rb, self.tasks),
         )
 
     async def _start_up(self, inp: RunbookRunInput) -> None:
@@ -140,6 +143,15 @@ class RunbookWorkflow(RunbookControls):
             requested_by=inp.requested_by,
             nested=inp.nested,
         )
+        self.executor.read_first = workflow.patched(RECORDS_PATCH)
+        if rb.kind == RunbookKind.RESTORE and region is not None and self.executor.read_first:
+            record = await drain_record(region, inp.restore_of)
+            self.executor.records = record.records
+            self._event(
+                f"restoring what {record.workflow_id} recorded ({len(record.records)} tasks)"
+                if record.workflow_id
+                else f"{record.note}: restoring to the runbook's values"
+            )
         if rb.kind == RunbookKind.DRAIN and region is not None:
             refusal = await admit_drain(region, inp.target_utilization)
             if refusal is not None:
@@ -150,6 +162,7 @@ class RunbookWorkflow(RunbookControls):
             RunbookActivities.durations,
             DurationsInput(runbook=rb.name),
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
         for task_id, seconds in history.items():

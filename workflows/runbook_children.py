@@ -47,11 +47,17 @@ class ChildTemplates:
         except (OrchestratorError, ValueError) as exc:
             raise TaskFailed(f"nested runbook {ref}: {exc}") from None
 
-    async def _child_runbook(self, rb: Runbook, mode: RunMode, child_id: str) -> RunbookReport:
+    async def _child_runbook(
+        self, rb: Runbook, mode: RunMode, child_id: str, restore_of: str | None = None
+    ) -> RunbookReport:
         report: RunbookReport = await workflow.execute_child_workflow(
             RUNBOOK_WORKFLOW,
             RunbookRunInput(
-                runbook=rb, mode=mode, requested_by=self.requested_by, nested=self.nested
+                runbook=rb,
+                mode=mode,
+                requested_by=self.requested_by,
+                nested=self.nested,
+                restore_of=restore_of,
             ),
             id=child_id,
             result_type=RunbookReport,
@@ -71,15 +77,20 @@ class ChildTemplates:
             )
         child_id = f"{workflow.info().workflow_id}/{task.id}"
         state.message = f"running {rb.name} as {child_id}"
-        report = await self._child_runbook(rb, mode, child_id)
+        # A task that undoes a nested drain restores what that child recorded.
+        undoes = f"{workflow.info().workflow_id}/{task.undoes}" if task.undoes else None
+        report = await self._child_runbook(rb, mode, child_id, undoes)
         if report.outcome != "completed":
             raise TaskFailed(f"nested runbook {rb.name} ended {report.outcome}")
         state.message = f"{rb.name} completed in {report.critical_path_s:.1f}s critical path"
 
     async def _undo_runbook(self, task_id: str, a: dict[str, Any]) -> None:
         rb = self._bound(a["runbook"], a.get("parameters", {}))
-        child_id = f"{workflow.info().workflow_id}/{task_id}/restore"
-        report = await self._child_runbook(rb, a.get("mode", self.mode), child_id)
+        parent = workflow.info().workflow_id
+        child_id = f"{parent}/{task_id}/restore"
+        report = await self._child_runbook(
+            rb, a.get("mode", self.mode), child_id, restore_of=f"{parent}/{task_id}"
+        )
         if report.outcome != "completed":
             raise TaskFailed(f"restore runbook {rb.name} ended {report.outcome}")
 

@@ -4,6 +4,13 @@ Each template's step is one call here; what a step changed is recorded as the
 task's :class:`Undo` *before* the next step, so a rollback can put back exactly
 what was applied. Mutations carry the key ``<workflow>/<run>/<task>/<step>``,
 stable across worker restarts, so a replayed step is not applied twice.
+
+What a step acts on (the shards to move, the jobs to stop) is read once, before
+the first mutation, and kept in the task's state: an activity retried after a
+partial apply would otherwise read a world it has half changed and record less
+than it moved. A restore run puts back the values its drain recorded
+(``records``, by restore task id), not the ones it finds: by then the drain has
+changed them.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.fleet_reads import FleetReadActivities
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.activities.runbook import (
         ConfigInput,
@@ -29,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.models import ConfigChange, ServiceWeightChange
     from orchestrator.runbook.spec import Runbook, RunMode, Task
     from workflows.runbook_children import ChildTemplates
+    from workflows.runbook_state import StateTemplates
     from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
-    from workflows.runbook_waits import WaitTemplates
 
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
-class TemplateExecutor(WaitTemplates, ChildTemplates):
+class TemplateExecutor(StateTemplates, ChildTemplates):
     """Applies one step of a task's template and records its undo."""
 
     def __init__(
@@ -52,6 +60,8 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
         self.mode = mode
         self.requested_by = requested_by
         self.nested = nested or {}
+        self.records = {}
+        self.read_first = True
 
     async def apply(self, task: Task, args: Any, state: TaskState, point: float, step: int) -> None:
         handler = getattr(self, f"_{task.template}", None)
@@ -64,17 +74,27 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
     async def _traffic_shift(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
+        recorded = self._recorded(task.id, "traffic_release", region=args.region)
         if state.undo is None:
             status = await workflow.execute_activity_method(
-                OverrideActivities.status, start_to_close_timeout=SHORT, retry_policy=RETRY
+                OverrideActivities.status,
+                start_to_close_timeout=SHORT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
             )
             table = await workflow.execute_activity_method(
-                FleetReadActivities.read_routing, start_to_close_timeout=SHORT, retry_policy=RETRY
+                FleetReadActivities.read_routing,
+                start_to_close_timeout=SHORT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
             )
             start = status.shares.get(args.region, 0.0)
             held = any(o.region == args.region for o in status.overrides)
-            # A restore lifts a hold, so "normal" is the region's fair share of capacity.
+            # A restore lifts a hold, so "normal" is the share the drain found before it
+            # (or, with no record of it, the region's fair share of capacity).
             normal = status.capacity_shares.get(args.region, start) if held else start
+            if recorded is not None:
+                normal = recorded.args["normal"]
             state.undo = Undo(
                 template="traffic_release",
                 args={
@@ -88,7 +108,11 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
         start, normal = state.undo.args["start"], state.undo.args["normal"]
         target = args.ratio * normal
         if point >= 1.0 and args.ratio >= 1.0:
-            await self._release(args.region)
+            # The table the drain found, if the fleet can still take it; else a re-solve.
+            found = None
+            if recorded is not None and not recorded.args.get("held"):
+                found = recorded.args.get("table")
+            await self._release(args.region, found)
             return
         share = max(0.0, min(1.0, start + point * (target - start)))
         await workflow.execute_activity_method(
@@ -100,6 +124,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 max_share=share,
             ),
             start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 
@@ -110,6 +135,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 region=region, owner=override_owner(region), restore_fractions=table
             ),
             start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 
@@ -121,6 +147,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 RunbookActivities.read_weight,
                 ServiceWeightChange(region=args.region, service=args.service, weight=args.weight),
                 start_to_close_timeout=SHORT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
             )
             state.undo = Undo(
@@ -128,7 +155,11 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 args={"region": args.region, "service": args.service, "weight": before},
             )
         before = state.undo.args["weight"]
-        weight = before + point * (args.weight - before)
+        recorded = self._recorded(
+            task.id, "service_weight", region=args.region, service=args.service
+        )
+        target = recorded.args["weight"] if recorded is not None else args.weight
+        weight = before + point * (target - before)
         await self._set_weight(args.region, args.service, weight, self.key(task.id, step))
 
     async def _set_weight(self, region: str, service: str, weight: float, key: str) -> None:
@@ -139,49 +170,9 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 key=key,
             ),
             start_to_close_timeout=SHORT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
-
-    async def _shard_shift(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        moved = list(state.undo.args["moved"]) if state.undo else []
-        result = await workflow.execute_activity_method(
-            RunbookActivities.shift_shards,
-            ShardStepInput(
-                service=args.service,
-                region=args.region,
-                direction=args.direction,
-                peers=args.peers,
-                target_ratio=point * args.ratio,
-                moved=moved,
-                key=self.key(task.id, step),
-            ),
-            start_to_close_timeout=SHORT,
-            retry_policy=RETRY,
-        )
-        if args.direction == "out":
-            state.undo = Undo(
-                template="shard_return",
-                args={"service": args.service, "region": args.region, "moved": result},
-            )
-
-    async def _job_update(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
-        jobs = await workflow.execute_activity_method(
-            RunbookActivities.update_jobs,
-            JobsInput(
-                operation=args.operation,
-                jobs=args.jobs,
-                region=args.region,
-                key=self.key(task.id, step),
-            ),
-            start_to_close_timeout=SHORT,
-            retry_policy=RETRY,
-        )
-        flipped = "start" if args.operation == "stop" else "stop"
-        state.undo = Undo(template="job_update", args={"operation": flipped, "jobs": jobs})
 
     async def _config_change(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
@@ -195,6 +186,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                 key=self.key(task.id, step),
             ),
             start_to_close_timeout=SHORT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 
@@ -220,6 +212,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                         key=key,
                     ),
                     start_to_close_timeout=SHORT,
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
                 )
             case "job_update":
@@ -227,6 +220,7 @@ class TemplateExecutor(WaitTemplates, ChildTemplates):
                     RunbookActivities.update_jobs,
                     JobsInput(operation=a["operation"], jobs=a["jobs"], key=key),
                     start_to_close_timeout=SHORT,
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
                 )
             case "runbook":

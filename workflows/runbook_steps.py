@@ -10,12 +10,28 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.activities.drain import DrainActivities, DrainCheckInput
+    from orchestrator.activities.drain import DrainActivities, DrainCheckInput, DrainRecordInput
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import CheckInput, CheckResult, RunbookActivities
+    from orchestrator.contracts.runbook import DrainRecord, TaskPhase, TaskState, Undo
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.runbook.predicates import Predicate
+    from orchestrator.runbook.spec import Runbook
 
-__all__ = ["RETRY", "SHORT", "TaskFailed", "admit_drain", "check"]
+__all__ = [
+    "RECORDS_PATCH",
+    "RETRY",
+    "SHORT",
+    "TaskFailed",
+    "admit_drain",
+    "check",
+    "drain_record",
+    "restore_records",
+]
+
+#: runs from before this read their targets inside the mutating activity and
+#: restored what they found at restore time (their histories replay that way)
+RECORDS_PATCH = "restore-from-drain-records"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -39,6 +55,7 @@ async def check(predicates: list[Predicate], window_s: float | None = None) -> C
         RunbookActivities.check,
         CheckInput(predicates=predicates, window_s=window_s),
         start_to_close_timeout=SHORT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
         retry_policy=RETRY,
     )
 
@@ -57,6 +74,7 @@ async def admit_drain(region: str, target: float) -> str | None:
                 task_queue=info.task_queue,
             ),
             start_to_close_timeout=SHORT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
     except ActivityError as exc:
@@ -66,3 +84,28 @@ async def admit_drain(region: str, target: float) -> str | None:
         raise
     workflow.logger.info("capacity check passed: %s", forecast.summary())
     return None
+
+
+async def drain_record(region: str, restore_of: str | None) -> DrainRecord:
+    """What the drain this restore undoes recorded (``restore_of``, or the newest one)."""
+    return await workflow.execute_activity_method(
+        DrainActivities.drain_record,
+        DrainRecordInput(
+            region=region, workflow_id=restore_of or "", task_queue=workflow.info().task_queue
+        ),
+        start_to_close_timeout=SHORT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=RETRY,
+    )
+
+
+def restore_records(rb: Runbook, tasks: dict[str, TaskState]) -> dict[str, Undo]:
+    """Restore task id -> the undo recorded by the task that names it (and was not
+    rolled back already)."""
+    found: dict[str, Undo] = {}
+    for task in rb.tasks:
+        state = tasks[task.id]
+        named = isinstance(task.restore, str) and task.restore != "auto"
+        if named and state.undo is not None and state.phase != TaskPhase.ROLLED_BACK:
+            found[str(task.restore)] = state.undo
+    return found

@@ -10,7 +10,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.activities.runbook import NotifyInput, RunbookActivities
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
+    from orchestrator.activities.runbook import HoldInput, NotifyInput, RunbookActivities
     from orchestrator.contracts.runbook import TaskState
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
@@ -57,10 +58,20 @@ class WaitTemplates:
             RunbookActivities.notify,
             NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
             start_to_close_timeout=SHORT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 
     async def _delay(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
+        if args.as_activity:
+            await workflow.execute_activity_method(
+                RunbookActivities.hold,
+                HoldInput(seconds=args.duration),
+                start_to_close_timeout=timedelta(seconds=args.duration) + SHORT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
+            )
+            return
         await workflow.sleep(args.duration)

@@ -10,14 +10,17 @@ activity as its first step, so a drain started by a trigger is checked too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from orchestrator.activities.errors import reported
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
-from orchestrator.contracts.runbook import override_owner
+from orchestrator.contracts.runbook import DrainRecord, RunbookReport, override_owner
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.policy.drain_capacity import (
     DEFAULT_TARGET_UTILIZATION,
@@ -27,7 +30,13 @@ from orchestrator.policy.drain_capacity import (
 )
 from orchestrator.temporal import REGION
 
-__all__ = ["DrainActivities", "DrainCheckInput", "drain_forecast", "running_drains"]
+__all__ = [
+    "DrainActivities",
+    "DrainCheckInput",
+    "DrainRecordInput",
+    "drain_forecast",
+    "running_drains",
+]
 
 HOLD = "override held by"
 
@@ -38,6 +47,13 @@ class DrainCheckInput(BaseModel):
     workflow_id: str = ""
     target: float = Field(default=DEFAULT_TARGET_UTILIZATION, gt=0, le=1)
     #: only drains on this task queue count (one deployment); empty: every queue
+    task_queue: str = ""
+
+
+class DrainRecordInput(BaseModel):
+    region: str = Field(min_length=1)
+    #: the drain run to read; empty: the newest finished drain of the region
+    workflow_id: str = ""
     task_queue: str = ""
 
 
@@ -101,3 +117,43 @@ class DrainActivities:
         """The forecast; a refusal is a non-retryable ``UnsafeRequest`` with the numbers."""
         forecast, _ = await drain_forecast(self._fleet, self._client, inp)
         return forecast
+
+    @activity.defn(name="drain_record")
+    async def drain_record(self, inp: DrainRecordInput) -> DrainRecord:
+        """What the drain of ``inp.region`` recorded before it changed anything.
+
+        A restore puts back these values, not ones read at restore time (by then the
+        drain has changed them). Without a workflow id: the newest finished drain run
+        of the region on this task queue, unless a restore of it finished since.
+        """
+        wid = inp.workflow_id or await self._newest_drain(inp)
+        if not wid:
+            return DrainRecord(note=f"no finished drain of {inp.region} left to restore")
+        handle = self._client.get_workflow_handle(wid, result_type=RunbookReport)
+        described = await handle.describe()
+        if described.status != WorkflowExecutionStatus.COMPLETED:
+            status = described.status.name.lower() if described.status else "unknown"
+            raise ApplicationError(
+                f"drain {wid} is {status}: nothing recorded to restore from",
+                type="UnsafeRequest",
+                non_retryable=True,
+            )
+        report = await handle.result()
+        return DrainRecord(workflow_id=wid, records=report.restore_records)
+
+    async def _newest_drain(self, inp: DrainRecordInput) -> str:
+        scope = f" AND Region = '{inp.region}'"
+        if inp.task_queue:
+            scope += f" AND TaskQueue = '{inp.task_queue}'"
+        newest: dict[str, tuple[Any, str]] = {}
+        for kind in ("drain", "restore"):
+            query = f"RunKind = '{kind}' AND ExecutionStatus = 'Completed'{scope}"
+            async for execution in self._client.list_workflows(query):
+                closed = execution.close_time
+                if closed is not None and (kind not in newest or closed > newest[kind][0]):
+                    newest[kind] = (closed, execution.id)
+        if "drain" not in newest:
+            return ""
+        if "restore" in newest and newest["restore"][0] > newest["drain"][0]:
+            return ""  # restored since: its values are back already
+        return newest["drain"][1]

@@ -8,6 +8,7 @@ from typing import ParamSpec, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.exceptions import FleetError, OrchestratorError
 
 __all__ = ["as_application_error", "reported"]
@@ -31,12 +32,13 @@ def reported(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     Without this an ``OrchestratorError`` reaches Temporal as a generic error
     and is retried even when a retry cannot help (a 422, a version conflict).
+    The activity heartbeats while it runs (see :mod:`orchestrator.activities.heartbeat`).
     """
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return await fn(*args, **kwargs)
+            return await heartbeating(fn(*args, **kwargs))
         except OrchestratorError as exc:
             raise as_application_error(exc) from exc
 

@@ -12,6 +12,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
     ClearOverrideInput,
@@ -21,6 +22,14 @@ from orchestrator.contracts.rebalancer import (
 )
 
 __all__ = ["OverrideActivities"]
+
+
+def _update_id() -> str:
+    """The same for every attempt of one activity (and a replay of its workflow), so a
+    retry after a crash or a timeout attaches to the Update already sent instead of
+    asking the rebalancer a second time."""
+    info = activity.info()
+    return f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
 
 
 def _refusal(exc: WorkflowUpdateFailedError) -> ApplicationError:
@@ -39,7 +48,11 @@ class OverrideActivities:
     async def request(self, inp: SetOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         try:
-            return await handle.execute_update("set_override", inp, result_type=OverrideApplied)
+            return await heartbeating(
+                handle.execute_update(
+                    "set_override", inp, id=_update_id(), result_type=OverrideApplied
+                )
+            )
         except WorkflowUpdateFailedError as exc:
             raise _refusal(exc) from None
 
@@ -47,7 +60,11 @@ class OverrideActivities:
     async def release(self, inp: ClearOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         try:
-            return await handle.execute_update("clear_override", inp, result_type=OverrideApplied)
+            return await heartbeating(
+                handle.execute_update(
+                    "clear_override", inp, id=_update_id(), result_type=OverrideApplied
+                )
+            )
         except WorkflowUpdateFailedError as exc:
             raise _refusal(exc) from None
 

@@ -4,6 +4,7 @@ derives from (run, task, step), so a retried or replayed step applies once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "CheckResult",
     "ConfigInput",
     "DurationsInput",
+    "HoldInput",
     "JobsInput",
     "NotifyInput",
     "RunbookActivities",
@@ -67,14 +69,17 @@ class ShardStepInput(BaseModel):
     target_ratio: float
     #: shards this task moved so far (the restore moves exactly these back)
     moved: list[str] = Field(default_factory=list)
-    key: str
+    #: "out": the shards to have moved after this step, chosen by the workflow
+    #: (None: from the topology read by this attempt)
+    shards: list[str] | None = None
+    key: str = ""
 
 
 class JobsInput(BaseModel):
     operation: str  # start | stop
     jobs: list[str] = Field(default_factory=list)
     region: str | None = None
-    key: str
+    key: str = ""
 
 
 class NotifyInput(BaseModel):
@@ -86,6 +91,10 @@ class NotifyInput(BaseModel):
 class ConfigInput(BaseModel):
     change: ConfigChange
     key: str
+
+
+class HoldInput(BaseModel):
+    seconds: float = Field(ge=0)
 
 
 class DurationsInput(BaseModel):
@@ -120,6 +129,25 @@ class RunbookActivities:
     async def set_weight(self, inp: WeightInput) -> None:
         await self._fleet.set_service_weight(inp.change, idempotency_key=inp.key)
 
+    @activity.defn(name="read_primaries")
+    @reported
+    async def read_primaries(self, inp: ShardStepInput) -> list[str]:
+        """The ``inp.service`` shards whose primary is in ``inp.region``, sorted."""
+        topology = await self._fleet.topology()
+        return sorted(
+            s.id for s in topology.shards if s.service == inp.service and s.primary == inp.region
+        )
+
+    @activity.defn(name="read_batch_jobs")
+    @reported
+    async def read_jobs(self, inp: JobsInput) -> list[str]:
+        """The jobs in ``inp.region`` that ``inp.operation`` would act on."""
+        topology = await self._fleet.topology()
+        running = inp.operation == "stop"
+        return [
+            j.name for j in topology.batch_jobs if j.region == inp.region and j.running == running
+        ]
+
     @activity.defn(name="shift_shards")
     @reported
     async def shift_shards(self, inp: ShardStepInput) -> list[str]:
@@ -132,11 +160,16 @@ class RunbookActivities:
         ]
         peers = inp.peers or active
         if inp.direction == "out":
-            candidates = [s for s in topology.shards if s.service == inp.service]
-            owned = sorted(s.id for s in candidates if s.primary == inp.region)
-            total = len(owned) + len(inp.moved)
-            want = math.ceil(inp.target_ratio * total - 1e-9)
-            todo = owned[: max(0, want - len(inp.moved))]
+            if inp.shards is not None:
+                # The workflow chose them from a read taken before any move: a retry
+                # after a partial move sends the very same moves under the same keys.
+                todo = [s for s in inp.shards if s not in inp.moved]
+            else:
+                candidates = [s for s in topology.shards if s.service == inp.service]
+                owned = sorted(s.id for s in candidates if s.primary == inp.region)
+                total = len(owned) + len(inp.moved)
+                want = math.ceil(inp.target_ratio * total - 1e-9)
+                todo = owned[: max(0, want - len(inp.moved))]
             if not peers and todo:
                 raise UnsafeRequest(f"no region to take {inp.service} primaries from {inp.region}")
             by_peer: dict[str, list[str]] = {}
@@ -147,9 +180,11 @@ class RunbookActivities:
                     ShardMove(shards=shards, to_region=peer), idempotency_key=f"{inp.key}/{n}"
                 )
             return [*inp.moved, *todo]
-        # "in": bring back exactly what was moved out, in proportion to the step.
+        # "in": bring back exactly what was moved out, in proportion to the step; the ones
+        # an earlier step (or an earlier attempt of this one) brought back stay put.
         want = math.ceil(inp.target_ratio * len(inp.moved) - 1e-9)
-        back = inp.moved[:want]
+        here = {s.id for s in topology.shards if s.primary == inp.region}
+        back = [s for s in inp.moved[:want] if s not in here]
         if back:
             await self._fleet.move_shards(
                 ShardMove(shards=back, to_region=inp.region), idempotency_key=inp.key
@@ -183,6 +218,7 @@ class RunbookActivities:
         await self._fleet.change_config(inp.change, idempotency_key=inp.key)
 
     @activity.defn(name="notify_webhook")
+    @reported
     async def notify(self, inp: NotifyInput) -> None:
         async with httpx.AsyncClient(timeout=10.0) as client:
             response = await client.post(
@@ -191,6 +227,12 @@ class RunbookActivities:
                 headers={"Idempotency-Key": inp.key},
             )
             response.raise_for_status()
+
+    @activity.defn(name="hold")
+    @reported
+    async def hold(self, inp: HoldInput) -> None:
+        """Take ``inp.seconds`` (a ``delay`` task standing in for work)."""
+        await asyncio.sleep(inp.seconds)
 
     @activity.defn(name="task_durations")
     async def durations(self, inp: DurationsInput) -> dict[str, list[float]]:

@@ -20,6 +20,7 @@ __all__ = [
     "TERMINAL",
     "AlertResolvedInput",
     "ApproveInput",
+    "DrainRecord",
     "OperatorInput",
     "RunbookReport",
     "RunbookStatus",
@@ -60,6 +61,9 @@ class RunbookRunInput(BaseModel):
     nested: dict[str, Runbook] = Field(default_factory=dict)
     #: refuse to start a drain after which other regions run above this utilization
     target_utilization: float = Field(default=0.75, gt=0, le=1)
+    #: a restore: the workflow id of the drain run whose recorded values it puts back;
+    #: None: the newest finished drain of the region not restored since (visibility)
+    restore_of: str | None = None
 
 
 class AlertResolvedInput(BaseModel):
@@ -170,3 +174,16 @@ class RunbookReport(BaseModel):
     critical_path_s: float
     sequential_s: float
     events: list[str]
+    #: what a restore puts back, recorded by this run's tasks as they changed the world:
+    #: the id of the task in the paired restore runbook -> the undo of the task naming it
+    restore_records: dict[str, Undo] = Field(default_factory=dict)
+
+
+class DrainRecord(BaseModel):
+    """The values a drain found before it changed them, for its restore."""
+
+    #: the drain run they come from; empty when none was found
+    workflow_id: str = ""
+    records: dict[str, Undo] = Field(default_factory=dict)
+    #: why nothing was found, for the run's events
+    note: str = ""

@@ -387,18 +387,21 @@ def generate_drain_dag(
     return Dag(tasks=result)
 
 
-def synthetic_runbook(dag: Dag, name: str = "synthetic-drain", time_scale: float = 1.0) -> Runbook:
+def synthetic_runbook(
+    dag: Dag, name: str = "synthetic-drain", time_scale: float = 1.0, as_activity: bool = False
+) -> Runbook:
     """A runbook of ``delay`` tasks with the DAG's shape, for model-mode benchmarks.
 
     ``time_scale`` shrinks every duration (e.g. 0.001 turns minutes into tenths of
-    a second) while keeping the shape of the schedule.
+    a second) while keeping the shape of the schedule. With ``as_activity`` each
+    task spends its time in an activity, as real work would, instead of a timer.
     """
     tasks: list[dict[str, Any]] = [
         {
             "id": t.id,
             "template": "delay",
             "description": f"stands for a {t.kind or 'generic'} task",
-            "args": {"duration": t.duration_s * time_scale},
+            "args": {"duration": t.duration_s * time_scale, "as_activity": as_activity},
             "depends_on": t.depends_on,
             "weak_depends_on": t.weak_depends_on,
             "expected_duration": t.duration_s * time_scale,

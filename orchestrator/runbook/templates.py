@@ -278,6 +278,10 @@ class DelayArgs(StrictModel):
     """Hold for a fixed time (let caches settle, or stand in for work in a synthetic runbook)."""
 
     duration: Duration
+    #: spend it in an activity instead of a timer: a synthetic task then ends the way a
+    #: real one (an activity) does, reported to the workflow at once, while a timer fires
+    #: only at the Temporal server's timer resolution (about a second on the dev server)
+    as_activity: bool = False
 
 
 def _traffic_restore(args: TrafficShiftArgs) -> InlineRestore:

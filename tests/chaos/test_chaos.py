@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def trials() -> dict[str, TrialResult]:
     plans = {
+        "drain": ChaosPlan(seed=11, kills=2, server_restart_after=1),
         "rebalance": ChaosPlan(seed=12, kills=2),
         "loadtest": ChaosPlan(seed=13, kills=1, server_restart_after=1),
     }
@@ -27,6 +28,21 @@ async def trials() -> dict[str, TrialResult]:
         *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items())
     )
     return {r.scenario: r for r in results}
+
+
+class TestDrainSurvivesCrashes:
+    """#5: region-drain then region-restore, with the worker SIGKILLed twice, the dev server
+    restarted from its db file and 30% of fleet calls failing: the region is fully drained in
+    between, and afterwards the routing table, the pool weights, the kv primaries and the
+    batch jobs are the ones found before the drain, with no mutation applied twice."""
+
+    async def test_drained_then_restored_to_the_original(
+        self, trials: dict[str, TrialResult]
+    ) -> None:
+        result = trials["drain"]
+        assert result.problems == [] and result.ok
+        assert result.kills == 2 and result.server_restarts == 1
+        assert result.mutations > 0
 
 
 class TestRebalancerSurvivesCrashes:
