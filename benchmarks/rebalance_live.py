@@ -53,6 +53,9 @@ from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results" / "rebalance_live.json"
 CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
 SPREAD_TARGET = 0.03
@@ -383,9 +386,58 @@ def _report(
             "after_settled": after_5xx,
         },
         "routing_writes": len(writes),
+        "routing_writes_applied_twice": len(keys) - len(set(keys)),
         "targets": targets,
         "passed": all(targets.values()),
     }
+
+
+def summary(report: dict[str, Any]) -> list[Claim]:
+    """The summary claims, from the same numbers as the report's targets."""
+    epochs = [e for e in report["epochs"] if e["t_after_shift_s"] > 0]
+    settled_at = report["seconds_to_spread_under_3pct"]
+    held = [
+        e["spread_read"]
+        for e in epochs
+        if settled_at is not None and e["t_after_shift_s"] >= settled_at
+        if e["spread_read"] is not None
+    ]
+    moving = [report["5xx"]["while_moving"], report["5xx"]["after_settled"]]
+    answers = sum(p["answers"] for p in moving)
+    rest = report["5xx"]["before_shift"]
+    claims = [
+        claim(
+            "epochs until the spread is under 3%",
+            report["epochs_to_spread_under_3pct"]
+            if report["epochs_to_spread_under_3pct"] is not None
+            else float("nan"),
+            "epochs",
+            Target.at_most(8, "<= 8 (a few)"),
+        ),
+        claim(
+            "utilization spread once settled (median)",
+            100 * statistics.median(held) if held else float("nan"),
+            "%",
+            Target.below(100 * SPREAD_TARGET, f"< {100 * SPREAD_TARGET:g}%"),
+            baseline=100 * (report["spread_peak_after_shift"] or 0.0),
+            baseline_name="peak right after the shift",
+        ),
+        claim(
+            "5xx rate while moving and after",
+            100 * sum(p["5xx"] for p in moving) / answers if answers else float("nan"),
+            "%",
+            Target.equal(0, "none"),
+            baseline=100 * (rest["5xx_rate"] or 0.0),
+            baseline_name="before the shift, no moves",
+        ),
+        claim(
+            "routing writes applied twice",
+            report["routing_writes_applied_twice"],
+            "writes",
+            Target.equal(0, "none"),
+        ),
+    ]
+    return claims
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run(args.quick))
     result["quick"] = args.quick
     result["duration_s"] = round(time.monotonic() - began, 1)
+    result["summary"] = dump(summary(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     for row in result["epochs"]:
