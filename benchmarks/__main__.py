@@ -120,6 +120,8 @@ def run_one(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # line by line through the pipe, so progress shows while it runs
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert process.stdout is not None
         reader = threading.Thread(
