@@ -140,8 +140,9 @@ def run_one(
     status = classify(exit_code=process.returncode, timed_out=timed_out, fresh_results=fresh)
     detail = None
     if status in FAILED:
-        tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
-        detail = f"after {timeout_s:g} s" if timed_out else (tail[-1][:200] if tail else None)
+        detail = (
+            f"after {timeout_s:g} s" if timed_out else why(log_path.read_text(errors="replace"))
+        )
     elif process.returncode:
         detail = f"exit {process.returncode}"
     return Run(
@@ -152,6 +153,18 @@ def run_one(
         quick=quick and supports_quick(script),
         detail=detail,
     )
+
+
+def why(output: str) -> str | None:
+    """The line saying why a run died: the exception after the last traceback, if any,
+    else the last line it printed."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if starts:
+        after = [line for line in lines[starts[-1] + 1 :] if not line[0].isspace()]
+        if after:
+            return after[0][:300]
+    return lines[-1][:300] if lines else None
 
 
 def write_outputs(sections: list[Section], results_dir: Path) -> tuple[Path, Path]:

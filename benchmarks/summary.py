@@ -89,9 +89,9 @@ class Target(StrictModel):
         return cls(text=text, op="between", bound=low, upper=high, on=on)
 
 
-def ratio(value: float, baseline: float | None) -> float | None:
-    """value / baseline, or None when there is no baseline or it is zero."""
-    if baseline is None or baseline == 0 or math.isnan(baseline):
+def ratio(value: float | None, baseline: float | None) -> float | None:
+    """value / baseline, or None when either is missing or the baseline is zero."""
+    if value is None or baseline is None or baseline == 0:
         return None
     return value / baseline
 
@@ -100,7 +100,8 @@ class Claim(StrictModel):
     """One row of a benchmark's summary."""
 
     claim: str
-    value: float
+    #: None when the benchmark could not measure it (it then meets no target)
+    value: float | None
     #: the unit ``value``, ``baseline`` and the target's bound are in; ``bool`` means 1 = yes
     unit: str
     baseline: float | None = None
@@ -130,9 +131,14 @@ def _same(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _number(x: float | None) -> float | None:
+    """A float, with NaN (a measurement that did not happen) as None: JSON has no NaN."""
+    return None if x is None or math.isnan(x) else float(x)
+
+
 def claim(
     name: str,
-    value: float,
+    value: float | None,
     unit: str,
     target: Target,
     *,
@@ -140,15 +146,14 @@ def claim(
     baseline_name: str | None = None,
 ) -> Claim:
     """A claim with its ratio and verdict computed from the measured numbers."""
-    value = float(value)
-    baseline = None if baseline is None else float(baseline)
-    r = ratio(value, baseline)
-    subject = value if target.on == "value" else r
+    measured, base = _number(value), _number(baseline)
+    r = ratio(measured, base)
+    subject = measured if target.on == "value" else r
     return Claim(
         claim=name,
-        value=value,
+        value=measured,
         unit=unit,
-        baseline=baseline,
+        baseline=base,
         baseline_name=baseline_name,
         ratio_to_baseline=r,
         target=target,

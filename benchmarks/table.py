@@ -55,8 +55,12 @@ def read_section(run: Run, results: Path) -> Section:
     except (KeyError, ValueError, ValidationError) as exc:
         detail = str(exc).splitlines()[0]
         return Section(run=run.model_copy(update={"status": "no results", "detail": detail}))
-    quick = document.get("quick", document.get("mode") == "quick")
-    return Section(run=run.model_copy(update={"quick": bool(quick)}), claims=claims)
+    quick = run.quick
+    if "quick" in document:
+        quick = bool(document["quick"])
+    elif "mode" in document:
+        quick = document["mode"] == "quick"
+    return Section(run=run.model_copy(update={"quick": quick}), claims=claims)
 
 
 def number(x: float | None, unit: str = "") -> str:

@@ -120,3 +120,18 @@ class TestSuite:
         folder = _folder(tmp_path, good=GOOD)
         assert main(["--only", "nope"], folder=folder) == 2
         assert "unknown benchmark(s): nope" in capsys.readouterr().out
+
+
+class TestWhy:
+    """A crash is explained by its exception line, not by whatever it printed last."""
+
+    def test_the_exception_after_the_traceback(self) -> None:
+        output = (
+            'starting\nTraceback (most recent call last):\n  File "x.py", line 1\n'
+            "    boom()\nRuntimeError: lab did not start\n    more detail\n"
+        )
+        assert suite.why(output) == "RuntimeError: lab did not start"
+
+    def test_the_last_line_without_a_traceback(self) -> None:
+        assert suite.why("starting\nlab did not start\n\n") == "lab did not start"
+        assert suite.why("") is None

@@ -98,3 +98,13 @@ class TestConsistency:
     def test_a_document_without_a_summary(self) -> None:
         with pytest.raises(KeyError, match="summary"):
             load({"benchmark": "old"})
+
+
+class TestMissingMeasurements:
+    """A measurement that did not happen (NaN) has no ratio and meets no target."""
+
+    def test_nan_value(self) -> None:
+        c = claim("spread once settled", math.nan, "%", Target.below(3, "< 3%"), baseline=14.7)
+        assert (c.value, c.ratio_to_baseline, c.met) == (None, None, False)
+        (stored,) = load({"summary": dump([c])})
+        assert stored.value is None
