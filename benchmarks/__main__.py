@@ -152,6 +152,7 @@ def run_one(
         exit_code=process.returncode,
         quick=quick and supports_quick(script),
         detail=detail,
+        load_average=round(os.getloadavg()[0], 2),
     )
 
 

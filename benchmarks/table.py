@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,8 @@ class Run(StrictModel):
     quick: bool | None = None
     #: why it failed (the last line of its output), or a note
     detail: str | None = None
+    #: the machine's 1-minute load average when it finished: timings depend on it
+    load_average: float | None = None
 
 
 class Section(StrictModel):
@@ -87,6 +90,8 @@ def run_label(run: Run) -> str:
         parts.append("quick" if run.quick else "full")
     if run.seconds is not None:
         parts.append(f"{run.seconds:.0f} s")
+    if run.load_average is not None:
+        parts.append(f"load {run.load_average:.1f}")
     if run.status == "earlier":
         parts.append("earlier run")
     return f"{run.name} ({', '.join(parts)})" if parts else run.name
@@ -144,6 +149,13 @@ def markdown(sections: list[Section]) -> str:
     total = sum(len(s.claims) for s in sections)
     failed = [s.run.name for s in sections if s.run.status in FAILED]
     lines.append("")
+    loads = [s.run.load_average for s in sections if s.run.load_average is not None]
+    if loads:
+        lines.append(
+            f"Load average while measuring: {min(loads):.1f} to {max(loads):.1f} "
+            f"on {os.cpu_count()} cores (timings grow with it)."
+        )
+        lines.append("")
     lines.append(
         f"{met} of {total} claims met"
         + (f"; did not complete: {', '.join(failed)}" if failed else "")

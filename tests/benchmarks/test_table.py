@@ -119,6 +119,12 @@ class TestOutputs:
         assert "timed out: after 5 s" in text
         assert text.rstrip().endswith("1 of 2 claims met; did not complete: b.")
 
+    def test_the_load_it_was_measured_under_is_shown(self, tmp_path: Path) -> None:
+        path = _write(tmp_path / "a.json", _document())
+        section = read_section(Run(name="a", status="ok", seconds=9, load_average=6.25), path)
+        assert rows([section])[0][0] == "a (quick, 9 s, load 6.2)"
+        assert "Load average while measuring: 6.2 to 6.2" in markdown([section])
+
     def test_pipes_in_cells_are_escaped(self) -> None:
         section = Section(run=Run(name="a", status="ok"), claims=[flag("a | b", True)])
         assert "a \\| b" in markdown([section])
