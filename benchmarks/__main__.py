@@ -168,6 +168,25 @@ def why(output: str) -> str | None:
     return lines[-1][:300] if lines else None
 
 
+def earlier_runs(summary_json: Path) -> dict[str, Run]:
+    """The runs the last summary.json recorded as completed, as "earlier" runs: a partial
+    run (``--only``) keeps the others' time and load in the table."""
+    try:
+        document = json.loads(summary_json.read_text())
+        recorded = [Run.model_validate(_run_fields(b)) for b in document["benchmarks"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {
+        r.name: r.model_copy(update={"status": "earlier"})
+        for r in recorded
+        if r.status in ("ok", "earlier")
+    }
+
+
+def _run_fields(entry: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in entry.items() if k in Run.model_fields}
+
+
 def write_outputs(sections: list[Section], results_dir: Path) -> tuple[Path, Path]:
     summary_json = results_dir / "summary.json"
     summary_md = results_dir / "summary.md"
@@ -227,9 +246,11 @@ def main(argv: list[str] | None = None, *, folder: Path = HERE) -> int:
         runs[name] = run
         note = f" ({run.detail})" if run.detail else ""
         console.print(f"[bold]{name}[/bold]: {run.status} in {run.seconds:.0f} s{note}")
+    before = earlier_runs(results_dir / "summary.json")
     sections = [
         read_section(
-            runs.get(name) or Run(name=name, status="earlier"), results_dir / f"{name}.json"
+            runs.get(name) or before.get(name) or Run(name=name, status="earlier"),
+            results_dir / f"{name}.json",
         )
         for name in scripts
     ]

@@ -107,7 +107,7 @@ class TestSuite:
         assert "crashed: lab did not start" in text
         assert "1 of 2 claims met; did not complete: crash, hang." in text
 
-    def test_only_runs_the_named_and_shows_the_rest_as_earlier(self, tmp_path: Path) -> None:
+    def test_only_runs_the_named_and_keeps_the_rest_from_before(self, tmp_path: Path) -> None:
         folder = _folder(tmp_path, good=GOOD, unmet=UNMET)
         assert main(["--quiet"], folder=folder) == 0
         assert main(["--quiet", "--quick", "--only", "good"], folder=folder) == 0
@@ -115,6 +115,9 @@ class TestSuite:
         assert (runs["good"]["status"], runs["good"]["quick"]) == ("ok", True)
         assert runs["unmet"]["status"] == "earlier"
         assert runs["unmet"]["summary"][0]["claim"] == "x"
+        # the earlier run's time and load come from the last summary.json
+        assert runs["unmet"]["seconds"] is not None
+        assert runs["unmet"]["load_average"] is not None
 
     def test_unknown_name(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         folder = _folder(tmp_path, good=GOOD)
