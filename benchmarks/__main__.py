@@ -18,6 +18,7 @@ README, ``benchmarks/results/summary.md``. A benchmark not run this time
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -153,6 +154,7 @@ def run_one(
         quick=quick and supports_quick(script),
         detail=detail,
         load_average=round(os.getloadavg()[0], 2),
+        results_sha256=digest(results) if fresh else None,
     )
 
 
@@ -168,9 +170,14 @@ def why(output: str) -> str | None:
     return lines[-1][:300] if lines else None
 
 
+def digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def earlier_runs(summary_json: Path) -> dict[str, Run]:
-    """The runs the last summary.json recorded as completed, as "earlier" runs: a partial
-    run (``--only``) keeps the others' time and load in the table."""
+    """The runs the last summary.json recorded as completed whose results file is still the
+    one they wrote, as "earlier" runs: a partial run (``--only``) keeps the others' time and
+    load in the table, and results from elsewhere (a merge) get none of them."""
     try:
         document = json.loads(summary_json.read_text())
         recorded = [Run.model_validate(_run_fields(b)) for b in document["benchmarks"]]
@@ -180,6 +187,8 @@ def earlier_runs(summary_json: Path) -> dict[str, Run]:
         r.name: r.model_copy(update={"status": "earlier"})
         for r in recorded
         if r.status in ("ok", "earlier")
+        and r.results_sha256 is not None
+        and r.results_sha256 == digest(summary_json.parent / f"{r.name}.json")
     }
 
 

@@ -36,6 +36,8 @@ class Run(StrictModel):
     detail: str | None = None
     #: the machine's 1-minute load average when it finished: timings depend on it
     load_average: float | None = None
+    #: sha256 of the results file it wrote, so a later table knows it is still that run's
+    results_sha256: str | None = None
 
 
 class Section(StrictModel):

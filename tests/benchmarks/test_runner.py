@@ -119,6 +119,18 @@ class TestSuite:
         assert runs["unmet"]["seconds"] is not None
         assert runs["unmet"]["load_average"] is not None
 
+    def test_results_replaced_since_lose_the_earlier_run(self, tmp_path: Path) -> None:
+        folder = _folder(tmp_path, good=GOOD, unmet=UNMET)
+        assert main(["--quiet"], folder=folder) == 0
+        # e.g. a merge brought another run's file: its time and load are not this one's
+        unmet = folder / "results" / "unmet.json"
+        unmet.write_text(unmet.read_text().replace('"x"', '"y"'))
+        assert main(["--quiet", "--table-only"], folder=folder) == 0
+        runs = _summary(folder)
+        assert runs["good"]["seconds"] is not None
+        assert (runs["unmet"]["status"], runs["unmet"]["seconds"]) == ("earlier", None)
+        assert runs["unmet"]["summary"][0]["claim"] == "y"
+
     def test_unknown_name(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         folder = _folder(tmp_path, good=GOOD)
         assert main(["--only", "nope"], folder=folder) == 2
