@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,16 @@ def discover(folder: Path = HERE) -> dict[str, Path]:
 def supports_quick(script: Path) -> bool:
     """Whether the benchmark declares a ``--quick`` flag (its argparse names it)."""
     return '"--quick"' in script.read_text()
+
+
+_RESULTS_PATH = re.compile(r'"results"\s*/\s*"([\w.-]+)\.json"')
+
+
+def results_name(script: Path) -> str:
+    """The stem of the results file the benchmark writes: the one its source names
+    (``... / "results" / "chaos.json"``), else its own name."""
+    found = _RESULTS_PATH.search(script.read_text())
+    return found.group(1) if found else script.stem
 
 
 def command(script: Path, quick: bool) -> list[str]:
@@ -109,7 +120,7 @@ def run_one(
     echo: bool = True,
 ) -> Run:
     """Run one benchmark in its own process group and say how it ended."""
-    results = results_dir / f"{name}.json"
+    results = results_dir / f"{results_name(script)}.json"
     log_path = log_dir / f"{name}.log"
     started_wall = time.time()
     started = time.monotonic()
@@ -259,7 +270,7 @@ def main(argv: list[str] | None = None, *, folder: Path = HERE) -> int:
     sections = [
         read_section(
             runs.get(name) or before.get(name) or Run(name=name, status="earlier"),
-            results_dir / f"{name}.json",
+            results_dir / f"{results_name(scripts[name])}.json",
         )
         for name in scripts
     ]

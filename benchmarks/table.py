@@ -51,6 +51,10 @@ def read_section(run: Run, results: Path) -> Section:
     """The claims of ``results`` for ``run``; a failed run shows none (its file is stale)."""
     if run.status in FAILED:
         return Section(run=run)
+    if results.stem != run.name:
+        # e.g. fuzz.py writes a section of chaos.json: that file's summary is chaos's
+        note = f"writes into {results.name}, no summary of its own"
+        return Section(run=run.model_copy(update={"detail": note}))
     if not results.is_file():
         status: Status = "no results" if run.status == "ok" else "not run"
         return Section(run=run.model_copy(update={"status": status}))

@@ -75,6 +75,21 @@ class TestDiscovery:
         assert "--quick" not in command(folder / "good.py", quick=False)
 
 
+class TestResultsFile:
+    """A benchmark's results file is the one its source names, else its own name."""
+
+    def test_named_in_the_source(self, tmp_path: Path) -> None:
+        folder = _folder(
+            tmp_path,
+            fuzz='OUT = ROOT / "benchmarks" / "results" / "chaos.json"\n',
+            good=GOOD,
+            plain="print(1)\n",
+        )
+        assert suite.results_name(folder / "fuzz.py") == "chaos"
+        assert suite.results_name(folder / "good.py") == "good"
+        assert suite.results_name(folder / "plain.py") == "plain"
+
+
 class TestClassify:
     """Fresh results mean it finished, whatever the exit code; otherwise it crashed."""
 

@@ -94,6 +94,12 @@ class TestRows:
         section = read_section(Run(name="x", status="earlier"), path)
         assert rows([section])[0][0] == "x (full, earlier run)"
 
+    def test_another_benchmarks_file_lends_no_claims(self, tmp_path: Path) -> None:
+        path = _write(tmp_path / "chaos.json", _document())
+        section = read_section(Run(name="fuzz", status="ok"), path)
+        assert (section.run.status, section.claims) == ("ok", [])
+        assert rows([section])[0][1] == "ok: writes into chaos.json, no summary of its own"
+
     def test_missing_file(self, tmp_path: Path) -> None:
         assert read_section(Run(name="x", status="earlier"), tmp_path / "x.json").run.status == (
             "not run"
