@@ -33,8 +33,9 @@ audit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/orchestrator demo $(DEMO_ARGS)
 
+# BENCH_ARGS: e.g. --quick, --only taiji kraken, --timeout 600 (python -m benchmarks --help)
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

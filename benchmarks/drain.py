@@ -507,11 +507,69 @@ async def run() -> dict[str, Any]:
     }
 
 
+def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary claims (benchmarks/summary.py), from the same numbers as the verdicts."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.summary import Target, claim, dump, flag
+
+    base, paced, naive = result["baseline"], result["paced_drain"], result["naive_drain"]
+    before = 100 * (base["error_rate_5xx"] or 0.0)
+    during = 100 * (paced["window"]["error_rate_5xx"] or 0.0)
+    model = result["model"]
+    return dump(
+        [
+            flag("paced drain completed", paced["outcome"] == "completed"),
+            claim(
+                "paced drain duration",
+                paced["duration_s"],
+                "s",
+                Target.at_most(1.25, "<= 1.25x the shortest safe schedule", on="ratio"),
+                baseline=result["shortest_safe_schedule"]["shortest_safe_s"],
+                baseline_name="shortest safe schedule (k_min x warm-up)",
+            ),
+            claim(
+                "5xx rate during the paced drain",
+                during,
+                "%",
+                Target.at_most(before, "no higher than before it"),
+                baseline=before,
+                baseline_name="same lab before the drain",
+            ),
+            claim(
+                "receivers' p99 during the paced drain",
+                paced["window"]["receivers_max_p99_ms"] or float("nan"),
+                "ms",
+                Target.below(SLO_P99_MS, f"< {SLO_P99_MS:g} ms (SLO)"),
+                baseline=base["receivers_max_p99_ms"],
+                baseline_name="same lab before the drain",
+            ),
+            claim(
+                "5xx rate of the naive all-at-once drain",
+                100 * (naive["window"]["error_rate_5xx"] or 0.0),
+                "%",
+                Target.above(during, "more than the paced drain"),
+                baseline=during,
+                baseline_name="paced drain, same lab",
+            ),
+            flag("restore completed", result["paced_restore"]["outcome"] == "completed"),
+            claim(
+                f"{model['tasks']}-task runbook duration (model mode)",
+                model["duration_s"],
+                "s",
+                Target.at_most(1.1, "<= 1.1x the critical path", on="ratio"),
+                baseline=model["critical_path_bound_s"],
+                baseline_name="critical-path bound",
+            ),
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     result = asyncio.run(run())
+    result["summary"] = summary(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(json.dumps(result["verdicts"], indent=2))

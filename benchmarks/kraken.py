@@ -391,6 +391,56 @@ def _targets(configs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def summary(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary claims (benchmarks/summary.py): adaptive against fixed, worst lab each."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.summary import Target, claim, dump
+
+    baseline = "Kraken fixed policy, same lab"
+
+    def worst(policy: str, key: str) -> float:
+        return max(abs(c["runs"][policy][key]) for c in configs)
+
+    steps = max(
+        configs, key=lambda c: c["runs"]["adaptive"]["steps"] / c["runs"]["kraken_fixed"]["steps"]
+    )
+    every = [r for c in configs for r in c["runs"].values()]
+    return dump(
+        [
+            claim(
+                "capacity estimate error (worst lab)",
+                100 * worst("adaptive", "error"),
+                "%",
+                Target.at_most(100 * TARGET_ERROR, f"<= {100 * TARGET_ERROR:g}%"),
+                baseline=100 * worst("kraken_fixed", "error"),
+                baseline_name=baseline,
+            ),
+            claim(
+                "windows at NOMORE or worse (worst lab)",
+                worst("adaptive", "windows_unhealthy"),
+                "windows",
+                Target.at_most(1, "<= 1"),
+                baseline=worst("kraken_fixed", "windows_unhealthy"),
+                baseline_name=baseline,
+            ),
+            claim(
+                f"load steps ({steps['name']}, the worst lab for it)",
+                steps["runs"]["adaptive"]["steps"],
+                "steps",
+                Target.below(1.0, "fewer than fixed on every lab", on="ratio"),
+                baseline=steps["runs"]["kraken_fixed"]["steps"],
+                baseline_name=baseline,
+            ),
+            claim(
+                "routing difference after the test (worst run)",
+                max(r["routing_difference_after"] for r in every),
+                "share",
+                Target.at_most(1e-9, "identical to before"),
+            ),
+        ]
+    )
+
+
 async def run(quick: bool, seed: int) -> dict[str, Any]:
     count = 2 if quick else 4
     timing = {
@@ -428,6 +478,7 @@ async def run(quick: bool, seed: int) -> dict[str, Any]:
         "adaptive_settings": ADAPTIVE_SETTINGS,
         "configs": configs,
         "targets": _targets(configs),
+        "summary": summary(configs),
         "runtime_s": round(time.monotonic() - started, 1),
     }
 

@@ -22,6 +22,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -35,6 +36,9 @@ from orchestrator.policy.kraken import (
     next_step,
 )
 from orchestrator.policy.kraken_sim import SimulatedRegion, SimulatedRun, run_load_test
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "kraken_policy.json"
 THEORETICAL_RPS = 1000.0
@@ -226,6 +230,54 @@ def _overall(results: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def summary(overall: dict[str, Any]) -> list[Claim]:
+    """The summary claims: the adaptive policy against Kraken's fixed one, every config."""
+    ours, fixed = overall["adaptive"], overall["kraken_fixed"]
+    name = "Kraken fixed policy, same seeds"
+    return [
+        claim(
+            "capacity estimate error (worst run)",
+            100 * ours["abs_error_max"],
+            "%",
+            Target.at_most(100 * TARGET_ERROR, f"<= {100 * TARGET_ERROR:g}%"),
+            baseline=100 * fixed["abs_error_max"],
+            baseline_name=name,
+        ),
+        claim(
+            "capacity estimate error (worst run), aim",
+            100 * ours["abs_error_max"],
+            "%",
+            Target.at_most(100 * AIM_ERROR, f"<= {100 * AIM_ERROR:g}%"),
+            baseline=100 * fixed["abs_error_max"],
+            baseline_name=name,
+        ),
+        claim(
+            "runs over the threshold for more than one window",
+            ours["runs_over_more_than_one_window"],
+            "runs",
+            Target.equal(0, "none"),
+            baseline=fixed["runs_over_more_than_one_window"],
+            baseline_name=name,
+        ),
+        claim(
+            "steps per test (mean, all configs)",
+            ours["steps_mean"],
+            "steps",
+            Target.below(1.0, "fewer than fixed", on="ratio"),
+            baseline=fixed["steps_mean"],
+            baseline_name=name,
+        ),
+        claim(
+            "steps per estimate within 5% (all configs)",
+            ours["steps_per_estimate_within_5pct"],
+            "steps",
+            Target.below(1.0, "fewer than fixed", on="ratio"),
+            baseline=fixed["steps_per_estimate_within_5pct"],
+            baseline_name=name,
+        ),
+    ]
+
+
 def _pooled_per_usable(results: list[dict[str, Any]], policy: str) -> float:
     steps = sum(r[policy]["steps_mean"] * r[policy]["runs"] for r in results)
     usable = sum(r[policy]["within_5pct"] * r[policy]["runs"] for r in results)
@@ -270,6 +322,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "fewer_steps_than": "kraken_fixed (15% steps, 1% within 10% of a threshold)",
         },
         "overall": overall,
+        "summary": dump(summary(overall)),
         "configs": rows,
         "elapsed_s": round(time.perf_counter() - started, 3),
     }

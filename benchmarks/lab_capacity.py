@@ -43,6 +43,9 @@ from orchestrator.lab.generate import generate_config
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.models import RoutingWrite
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results" / "lab_capacity.json"
 REGION = "us-east"
 POP = "nyc"
@@ -250,6 +253,66 @@ def model_phase(quick: bool) -> dict[str, Any]:
     }
 
 
+def summary(capacity: dict[str, Any], cold: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+    """The summary claims, from the same numbers as each phase's targets."""
+    half, one, two = capacity["runs"]
+    configured = capacity["configured_capacity_rps"]
+    p99 = [r["p99_ms"] or 0.0 for r in capacity["runs"]]
+    # p99 rising with load: the step (0.5x -> 1x or 1x -> 2x) where it rose least
+    low, high = min(((0, 1), (1, 2)), key=lambda i: p99[i[1]] / max(p99[i[0]], 1e-9))
+    multiples = [r["multiple"] for r in capacity["runs"]]
+    at_once, stepped = cold["at_once"], cold["in_steps"]
+    return [
+        claim(
+            "throughput at 2x the configured capacity",
+            two["throughput_rps"],
+            "rps",
+            Target.between(0.9, 1.1, "within 10% of the setting", on="ratio"),
+            baseline=configured,
+            baseline_name="configured capacity (/lab/truth)",
+        ),
+        claim(
+            f"p99 rises with load (least rise: {multiples[low]:g}x -> {multiples[high]:g}x)",
+            p99[high],
+            "ms",
+            Target.above(1.0, "higher at more load", on="ratio"),
+            baseline=p99[low],
+            baseline_name=f"p99 at {multiples[low]:g}x",
+        ),
+        claim(
+            "error rate up to 1x capacity",
+            100 * max(half["error_rate"], one["error_rate"]),
+            "%",
+            Target.at_most(1.0, "<= 1%"),
+        ),
+        claim("503s at 2x capacity", two["rejected_503"], "requests", Target.above(0, "some")),
+        claim(
+            "failed requests, move all at once (cold buckets)",
+            100 * at_once["error_rate"],
+            "%",
+            Target.above(100 * stepped["error_rate"], "more than in four steps"),
+            baseline=100 * stepped["error_rate"],
+            baseline_name="same move in four steps",
+        ),
+        claim(
+            "p99, move all at once (cold buckets)",
+            at_once["p99_ms"] or 0.0,
+            "ms",
+            Target.above(1.0, "higher than in four steps", on="ratio"),
+            baseline=stepped["p99_ms"] or 0.0,
+            baseline_name="same move in four steps",
+        ),
+        claim(
+            "1000x50 model-mode health read (max)",
+            model["big_health_read_ms"]["max"],
+            "ms",
+            Target.below(250.0, "< 250 ms"),
+            baseline=model["baseline_default_health_read_ms"]["max"],
+            baseline_name="default 6-PoP lab",
+        ),
+    ]
+
+
 async def run(quick: bool) -> dict[str, Any]:
     data = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
     # Shorter warm-up and eviction than the default so the cold phase fits the
@@ -286,6 +349,7 @@ async def run(quick: bool) -> dict[str, Any]:
         "cpu": cpu,
         "targets": targets,
         "passed": all(targets.values()),
+        "summary": dump(summary(capacity, cold, model)),
     }
 
 

@@ -51,6 +51,9 @@ from orchestrator.policy.taiji import (
 )
 from orchestrator.policy.taiji_lp import compile_instance
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "taiji.json"
 FULL_SIZES = [(20, 4), (100, 10), (300, 20), (1000, 50)]
 QUICK_SIZES = [(20, 4), (100, 10), (200, 20)]
@@ -284,6 +287,62 @@ def targets(rows: list[dict[str, Any]], quick: bool) -> dict[str, Any]:
     return out
 
 
+def summary(rows: list[dict[str, Any]]) -> list[Claim]:
+    """The summary claims, from the same numbers as :func:`targets`."""
+    worst = max(rows, key=lambda r: r.get("max_utilization_gap_vs_lp", float("inf")))
+    claims = [
+        claim(
+            f"max utilization vs the LP optimum (worst size, {worst['pops']}x{worst['regions']})",
+            worst["solver"]["optimal_max_utilization"],
+            "utilization",
+            Target.at_most(1.005, "within 0.5% of the LP", on="ratio"),
+            baseline=worst["single_lp"].get("max_utilization", float("nan")),
+            baseline_name="single HiGHS LP",
+        ),
+        claim(
+            "RTT-limit or other invariant violations (all sizes)",
+            sum(
+                r["solver"]["undamped"]["invariant_violations"]
+                + r["solver"]["published_invariant_violations"]
+                for r in rows
+            ),
+            "violations",
+            Target.equal(0, "none"),
+            baseline=sum(r["naive_capacity_proportional"]["invariant_violations"] for r in rows),
+            baseline_name="capacity-proportional routing",
+        ),
+    ]
+
+    def churn_floor(r: dict[str, Any]) -> float:
+        s = r["solver"]
+        return float(min(max(s["min_churn"], 1), max(s["fractional_churn_bound"], 1.0)))
+
+    churny = max(rows, key=lambda r: r["solver"]["churn"] / churn_floor(r))
+    claims.append(
+        claim(
+            f"bucket churn (worst size, {churny['pops']}x{churny['regions']})",
+            churny["solver"]["churn"],
+            "buckets",
+            Target.at_most(1.1, "within 10% of the minimum", on="ratio"),
+            baseline=churn_floor(churny),
+            baseline_name="minimum for the change in fractions",
+        )
+    )
+    largest = max(rows, key=lambda r: r["pops"] * r["regions"])
+    if (largest["pops"], largest["regions"]) == (1000, 50):
+        claims.append(
+            claim(
+                "solve time at 1000x50 (median)",
+                largest["solver"]["seconds_median"],
+                "s",
+                Target.below(1.0, "< 1 s (Taiji: 2.81 s)"),
+                baseline=largest["single_lp"]["seconds"],
+                baseline_name="single HiGHS LP",
+            )
+        )
+    return claims
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes only")
@@ -311,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
         "sizes": rows,
         "targets": targets(rows, args.quick),
+        "summary": dump(summary(rows)),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")

@@ -24,6 +24,7 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +38,9 @@ from orchestrator.lab.training.process import TrainerProcess
 from orchestrator.lab.training.sgd import init_state, params_digest, train, train_uninterrupted
 from orchestrator.lab.training.status import Heartbeat, TrainerState
 from orchestrator.lab.training.trainer import TrainerArgs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.summary import Claim, Target, claim, dump, flag  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "trainer.json"
 SEED = 3
@@ -150,6 +154,45 @@ def _kill_cycles(root: Path, cycles: int) -> dict[str, Any]:
     }
 
 
+def summary(
+    writes: dict[str, Any], restarts: dict[str, Any], cycles: dict[str, Any]
+) -> list[Claim]:
+    """The summary claims, from the same numbers as the targets."""
+    return [
+        claim(
+            "checkpoint write p50 (atomic, fsynced, manifested)",
+            1000 * writes["atomic_write_s"]["p50"],
+            "ms",
+            Target.below(
+                1000 * TARGETS["checkpoint_write_p50_s"],
+                f"< {1000 * TARGETS['checkpoint_write_p50_s']:g} ms",
+            ),
+            baseline=1000 * writes["baseline_bare_savez_s"]["p50"],
+            baseline_name="bare np.savez",
+        ),
+        claim(
+            "restart to progress past the checkpoint p50",
+            restarts["restart_to_progress_past_checkpoint_s"]["p50"],
+            "s",
+            Target.below(
+                TARGETS["restart_to_progress_p50_s"], f"< {TARGETS['restart_to_progress_p50_s']} s"
+            ),
+            baseline=restarts["restart_to_first_heartbeat_s"]["p50"],
+            baseline_name="process start to first heartbeat",
+        ),
+        claim(
+            "SIGTERM to exit p50",
+            restarts["sigterm_stop_s"]["p50"],
+            "s",
+            Target.below(TARGETS["stop_p50_s"], f"< {TARGETS['stop_p50_s']} s"),
+        ),
+        flag(
+            f"bit-identical to uninterrupted after {cycles['kills']} SIGKILLs",
+            cycles["bit_identical"],
+        ),
+    ]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -187,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "restarts": restarts,
         "kill_cycles": cycles,
         "elapsed_s": time.perf_counter() - started,
+        "summary": dump(summary(writes, restarts, cycles)),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -242,6 +242,40 @@ def analyse(scenario: dict[str, Any], baseline_restart_p50: float) -> dict[str, 
     }
 
 
+def summary(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary claims (benchmarks/summary.py), from the same numbers as the targets."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.summary import Target, claim, dump, flag
+
+    failures = out["failures"]
+    worst = max(failures, key=lambda r: r["orchestration_s"])
+    slowest = max(failures, key=lambda r: r["mttd_s"])
+    return dump(
+        [
+            claim(
+                f"orchestration share of MTTR (worst fault: {worst['fault']})",
+                worst["orchestration_s"],
+                "s",
+                Target.below(TARGET_ORCHESTRATION_S, f"< {TARGET_ORCHESTRATION_S:g} s"),
+                baseline=out["baseline_trainer_restart_to_progress_s"]["p50"],
+                baseline_name="bare trainer restart to progress",
+            ),
+            claim(
+                f"MTTD (worst fault: {slowest['fault']})",
+                slowest["mttd_s"],
+                "s",
+                Target.at_most(2 * HEARTBEAT_S, f"<= 2 heartbeats ({2 * HEARTBEAT_S:g} s)"),
+            ),
+            flag(
+                f"bit-identical to uninterrupted after {len(failures)} faults",
+                out["bit_identical_to_uninterrupted"],
+            ),
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and baseline runs")
@@ -275,6 +309,7 @@ def main() -> None:
         "meets_targets": worst < TARGET_ORCHESTRATION_S
         and all(r["mttd_within_two_heartbeats"] for r in result["failures"]),
     }
+    out["summary"] = summary(out)
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
     for r in result["failures"]:

@@ -261,12 +261,45 @@ async def run(quick: bool) -> dict[str, Any]:
     }
 
 
+def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary claims (benchmarks/summary.py), from the same numbers as the checks."""
+    from benchmarks.summary import Target, claim, dump
+
+    burst, baseline = result["burst_matching_alerts"], result["baseline_unmatched_alerts"]
+    rate = result["setup"]["target_rate_per_s"]
+    return dump(
+        [
+            claim(
+                "runs started (one per distinct alert group)",
+                result["runs_started"],
+                "runs",
+                Target.equal(result["groups_hit"], f"{result['groups_hit']} (groups hit)"),
+            ),
+            claim(
+                "5xx answers (burst and baseline)",
+                burst["status_5xx"] + baseline["status_5xx"],
+                "answers",
+                Target.equal(0, "none"),
+            ),
+            claim(
+                "matching alerts sustained",
+                burst["rps"],
+                "notifications/s",
+                Target.at_least(0.9 * rate, f">= 90% of {rate}/s"),
+                baseline=baseline["rps"],
+                baseline_name="unmatched alerts (no Temporal call)",
+            ),
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 10 s burst instead of 60 s")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     result = asyncio.run(run(args.quick))
+    result["summary"] = summary(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
