@@ -205,6 +205,41 @@ def one_boundary(name: str, examples: int, seed: int) -> dict[str, Any]:
     return run(BOUNDARIES[name], examples, seed=seed).as_dict()
 
 
+def claims(
+    boundaries: dict[str, Any], crashes: int, unclean: int, base: dict[str, Any], examples: int
+) -> list[dict[str, Any]]:
+    """The table's claims: every boundary got enough bad inputs, none crashed or was unclean."""
+    from benchmarks.summary import Target, claim, dump, flag
+
+    fewest = min(b["bad_inputs"] for b in boundaries.values())
+    return dump(
+        [
+            claim(
+                "bad inputs per boundary (fewest)",
+                fewest,
+                "inputs",
+                Target.at_least(examples, f">= {examples}"),
+            ),
+            claim(
+                "crashes (all boundaries and workflow starts)",
+                crashes,
+                "inputs",
+                Target.equal(0, "none"),
+            ),
+            claim(
+                "unclean errors (incl. 5xx, unreported starts)",
+                unclean,
+                "inputs",
+                Target.equal(0, "none"),
+            ),
+            flag(
+                "valid seed inputs all accepted (the probes' baseline)",
+                all(v["accepted"] == v["valid_inputs"] for v in base.values()),
+            ),
+        ]
+    )
+
+
 def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str, Any]:
     started = time.monotonic()
     boundaries: dict[str, Any] = {}
@@ -236,29 +271,31 @@ def main(examples: int, seed: int, webhook_requests: int, jobs: int) -> dict[str
         and all(v["accepted"] == v["valid_inputs"] for v in base.values())
         and temporal["workflow_inputs"]["valid_run_completed_after"]
     )
-    summary = [
+    lines = [
         f"{name}: {b['bad_inputs']} bad of {b['inputs']} generated inputs, {b['crashes']} crashes, "
         f"{b['unclean_errors']} unclean"
         for name, b in boundaries.items()
     ]
     wf = temporal["workflow_inputs"]
-    summary.append(
+    lines.append(
         f"workflow_inputs: {wf['inputs']} bad starts over {wf['workflow_types']} types, "
         f"{wf['crashes']} hung, {wf['unclean_errors']} unclean, slowest failure {wf['slowest_failure_s']}s"
     )
     hooks = temporal["webhooks_over_temporal"]
-    summary.append(
+    lines.append(
         f"webhooks_over_temporal: {hooks['requests']} requests, {hooks['five_xx']} 5xx, "
         f"{hooks['unreported_workflows']} workflows started but not reported"
     )
     return {
+        "benchmark": "fuzz",
         "bad_inputs_per_boundary": examples,
         "seed": seed,
         "wall_s": round(time.monotonic() - started, 1),
         "all_clean": ok,
         "crashes": total_crashes,
         "unclean_errors": total_unclean,
-        "summary": summary,
+        "lines": lines,
+        "summary": claims(boundaries, total_crashes, total_unclean, base, examples),
         "boundaries": boundaries,
         **temporal,
         "baseline_valid_inputs": base,
@@ -281,7 +318,7 @@ if __name__ == "__main__":
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(
         json.dumps(
-            {k: v for k, v in result.items() if k in ("wall_s", "all_clean", "summary")}, indent=2
+            {k: v for k, v in result.items() if k in ("wall_s", "all_clean", "lines")}, indent=2
         )
     )
     sys.exit(0 if result["all_clean"] else 1)

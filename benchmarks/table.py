@@ -52,9 +52,17 @@ def read_section(run: Run, results: Path) -> Section:
     if run.status in FAILED:
         return Section(run=run)
     if results.stem != run.name:
-        # e.g. fuzz.py writes a section of chaos.json: that file's summary is chaos's
-        note = f"writes into {results.name}, no summary of its own"
-        return Section(run=run.model_copy(update={"detail": note}))
+        # e.g. fuzz.py writes a section of chaos.json: that file's summary is chaos's, the
+        # benchmark's own claims are in the section that names it
+        own = _own_section(results, run.name)
+        if own is None:
+            note = f"writes into {results.name}, no summary of its own"
+            return Section(run=run.model_copy(update={"detail": note}))
+        try:
+            return Section(run=run, claims=load(own))
+        except (KeyError, ValueError, ValidationError) as exc:
+            detail = str(exc).splitlines()[0]
+            return Section(run=run.model_copy(update={"status": "no results", "detail": detail}))
     if not results.is_file():
         status: Status = "no results" if run.status == "ok" else "not run"
         return Section(run=run.model_copy(update={"status": status}))
@@ -70,6 +78,17 @@ def read_section(run: Run, results: Path) -> Section:
     elif "mode" in document:
         quick = document["mode"] == "quick"
     return Section(run=run.model_copy(update={"quick": quick}), claims=claims)
+
+
+def _own_section(results: Path, name: str) -> dict[str, Any] | None:
+    """The section of another benchmark's results file that ``name`` wrote (it says so)."""
+    if not results.is_file():
+        return None
+    document = json.loads(results.read_text())
+    for value in document.values():
+        if isinstance(value, dict) and value.get("benchmark") == name and "summary" in value:
+            return value
+    return None
 
 
 def number(x: float | None, unit: str = "") -> str:

@@ -143,3 +143,18 @@ class TestOutputs:
 
     def test_rich_table_has_a_row_per_claim(self, tmp_path: Path) -> None:
         assert rich_table(self._sections(tmp_path)).row_count == 3
+
+
+class TestSectionOfAnotherFile:
+    """A benchmark writing a section of another's results file brings its own claims there."""
+
+    def test_claims_come_from_the_section_that_names_it(self, tmp_path: Path) -> None:
+        document = _document()
+        document["bad_input"] = {"benchmark": "fuzz", "summary": _document()["summary"]}
+        path = _write(tmp_path / "chaos.json", document)
+        section = read_section(Run(name="fuzz", status="ok"), path)
+        assert section.run.status == "ok"
+        assert [c.claim for c in section.claims] == [
+            c["claim"]
+            for c in _document()["summary"]  # type: ignore[union-attr]
+        ]
