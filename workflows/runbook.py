@@ -34,19 +34,16 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import RunbookKind, Task
     from orchestrator.runbook.templates import REGISTRY
     from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+    from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
-    from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor, check
+    from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor
     from workflows.runbook_steps import RECORDS_PATCH, admit_drain, drain_record, restore_records
 
 __all__ = ["RunbookWorkflow"]
 
-#: how often a blocked condition is re-read
-POLL = timedelta(seconds=5)
-DEFAULT_CONDITION_TIMEOUT = 600.0
-
 
 @workflow.defn
-class RunbookWorkflow(RunbookControls):
+class RunbookWorkflow(RunbookControls, RunbookChecks):
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
         self.inp = inp
@@ -227,36 +224,13 @@ class RunbookWorkflow(RunbookControls):
             self._set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
             await self.executor.apply(task, args, state, point, step)
             state.step = step
+            wait = float(task.wait) if isinstance(task.wait, float) else 0.0
             if task.gates or step < len(points):
-                await workflow.sleep(float(task.wait) if isinstance(task.wait, float) else 0.0)
+                await workflow.sleep(wait)
             if task.gates:
-                result = await check(task.gates)
-                if not result.ok and not self._overridden(task.id, state, result.message):
-                    raise TaskFailed(f"gate failed after step {step}: {result.message}")
+                await self._gate(task, state, step, wait)
         self._set(task.id, TaskPhase.POST_CHECK, "")
         await self._conditions(task, state, task.post_conditions, "post-condition")
-
-    async def _conditions(self, task: Task, state: TaskState, preds: list, label: str) -> None:
-        if not preds:
-            return
-        limit = task.timeout if isinstance(task.timeout, float) else DEFAULT_CONDITION_TIMEOUT
-        deadline = workflow.now() + timedelta(seconds=limit)
-        while True:
-            result = await check(preds)
-            if result.ok or self._overridden(task.id, state, result.message):
-                return
-            self._set(task.id, TaskPhase.BLOCKED, f"{label} unmet: {result.message}")
-            if workflow.now() >= deadline:
-                raise TaskFailed(f"{label} unmet: {result.message}")
-            await workflow.sleep(POLL)
-
-    def _overridden(self, task_id: str, state: TaskState, message: str) -> bool:
-        override = self.overrides.pop(task_id, None)
-        if override is None:
-            return False
-        state.overrides.append(f"{override.by}: {override.reason} (was: {message})")
-        self._event(f"{task_id}: condition overridden by {override.by}: {override.reason}")
-        return True
 
     async def _watch(self, state: TaskState) -> None:
         if state.expected_s is None:

@@ -125,6 +125,8 @@ class LiveEngine:
         self.served: Counter[tuple[str, int]] = Counter()
         #: region -> edge answers with a 5xx there: where the failures happened
         self.failed_in: Counter[str] = Counter()
+        #: "region/reason" -> edge 5xx answers, so a benchmark can tell overload from a fault
+        self.failed_why: Counter[str] = Counter()
         #: region -> those of them whose bucket was still cold there (new to the region,
         #: as after a routing move): the failures a move can be blamed for
         self.failed_cold_in: Counter[str] = Counter()
@@ -219,6 +221,7 @@ class LiveEngine:
                 self.metrics.record(("pop", pop), 0.0, 0.0, False)
                 self.served[(pop, 503)] += 1
                 self.failed_in[routed] += 1
+                self.failed_why[f"{routed}/NoCapacity"] += 1
                 return EdgeAnswer(503, {"error": "NoCapacity", "region": routed, "bucket": bucket})
             region = target
             rtt_s = self.pop_rtt_s[pop][routed] + self._inter_rtt_s(routed, region)
@@ -233,6 +236,7 @@ class LiveEngine:
         self.served[(pop, status)] += 1
         if status >= 500:
             self.failed_in[region] += 1
+            self.failed_why[f"{region}/{error}"] += 1
         body: dict[str, Any] = {"region": region, "bucket": bucket, "service": service}
         if sticky:
             body["session"] = session

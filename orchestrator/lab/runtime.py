@@ -94,6 +94,7 @@ class LabRuntime:
             out["sessions_open"] = self.live.open_sessions()
             out["edge_requests"] = self.live.served_by_pop()
             out["edge_5xx_by_region"] = dict(self.live.failed_in)
+            out["edge_5xx_by_reason"] = dict(self.live.failed_why)
             out["edge_5xx_cold_by_region"] = {
                 r: n for r, n in self.live.failed_cold_in.items() if n
             }

@@ -280,6 +280,11 @@ class Task(StrictModel):
     wait: DurationOrRef = 0.0
     #: checked after every step; a failure triggers on_failure
     gates: list[Predicate] = Field(default_factory=list)
+    #: a failing gate holds the task at its step and is read again after ``wait``, up to
+    #: this many times in a row, before the failure counts (Flagger's ``threshold``): a
+    #: transient, such as the receiving region warming its caches, passes; an overload
+    #: that lasts still triggers on_failure
+    gate_holds: int = Field(default=0, ge=0, le=10)
     timeout: DurationOrRef | None = None
     expected_duration: DurationOrRef | None = None
     on_failure: OnFailure = "rollback"

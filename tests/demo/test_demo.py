@@ -67,12 +67,19 @@ class TestPortTaken:
 
 
 class TestLabConfig:
-    """The demo lab is the shipped lab, unbalanced at start, with a job long enough for two hits."""
+    """The demo lab is the shipped lab, unbalanced at start, with a job long enough for two
+    hits and web queues deep enough that the lab's own scheduling stalls are not 503s."""
 
     def test_is_a_valid_lab(self) -> None:
         config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(demo_lab_config())))
         assert config.initial_routing == "nearest"
         assert config.training.jobs[0].total_steps >= 1000
+
+    def test_web_queues_absorb_a_stall_of_the_lab(self) -> None:
+        config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(demo_lab_config())))
+        for region in config.regions:
+            web = region.services["web"]
+            assert web.queue_limit >= 4 * web.slots, region.name
 
 
 class TestShutdown:
