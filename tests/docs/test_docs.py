@@ -1,0 +1,73 @@
+"""The user documentation in docs/ names what the code has, so it cannot go stale silently."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orchestrator.fleet.http as fleet_http
+from orchestrator.models import API_VERSION
+from orchestrator.runbook.spec import Task
+from orchestrator.runbook.templates import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+#: string literals in the client that are fleet paths: "/topology", "/actions/config", "/v1/..."
+_PATH_LITERAL = re.compile(r"""["'](/[a-z][a-z0-9_\-]*(?:/[a-z0-9_\-]+)*)["']""")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _read(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def _fleet_paths() -> set[str]:
+    """Every fleet path HttpFleet calls, as served: ``/v1/...``."""
+    source = Path(fleet_http.__file__).read_text(encoding="utf-8")
+    prefix = f"/{API_VERSION}"
+    return {
+        path if path.startswith(prefix + "/") else prefix + path
+        for path in _PATH_LITERAL.findall(source)
+    }
+
+
+def _documentation_section(readme: str) -> str:
+    start = readme.index("\n## Documentation\n")
+    end = readme.index("\n## ", start + 1)
+    return readme[start:end]
+
+
+class TestDocsMatchTheCode:
+    """Every Task field and template is in docs/runbooks.md, every fleet path HttpFleet calls
+    is in docs/fleet-contract.md, and every link of the README's Documentation section
+    points at a file that exists."""
+
+    def test_every_task_field_is_documented(self) -> None:
+        text = _read("runbooks.md")
+        missing = [name for name in Task.model_fields if f"`{name}`" not in text]
+        assert not missing, f"Task fields not in docs/runbooks.md: {missing}"
+
+    def test_every_template_is_documented(self) -> None:
+        text = _read("runbooks.md")
+        missing = [name for name in REGISTRY.names() if f"`{name}`" not in text]
+        assert not missing, f"templates not in docs/runbooks.md: {missing}"
+
+    def test_every_fleet_path_is_documented(self) -> None:
+        paths = _fleet_paths()
+        # the extraction itself must find the client's paths, or this test proves nothing
+        assert {"/v1/topology", "/v1/routing", "/v1/actions/service-weight"} <= paths
+        text = _read("fleet-contract.md")
+        missing = sorted(p for p in paths if f"`{p}`" not in text)
+        assert not missing, f"fleet paths not in docs/fleet-contract.md: {missing}"
+
+    def test_documentation_links_exist(self) -> None:
+        section = _documentation_section((ROOT / "README.md").read_text(encoding="utf-8"))
+        links = [
+            target.split("#", 1)[0]
+            for target in _LINK.findall(section)
+            if not re.match(r"^[a-z]+:", target) and not target.startswith("#")
+        ]
+        assert len(links) >= 5, f"expected the five docs linked, found {links}"
+        broken = [link for link in links if not (ROOT / link).is_file()]
+        assert not broken, f"README Documentation links to missing files: {broken}"
