@@ -11,6 +11,7 @@ from orchestrator.commands import (
     loadtest,
     platform,
     rebalance,
+    rebalance_control,
     report,
     runbook,
     runbook_control,
@@ -32,6 +33,7 @@ platform.register(app)
 # Capability groups mount below, one line each.
 app.add_typer(training.app, name="training")
 app.add_typer(rebalance.app, name="rebalance")
+rebalance_control.register(rebalance.app)
 app.add_typer(lab.app, name="lab")
 status.register(app)
 app.add_typer(triggers.app, name="triggers")

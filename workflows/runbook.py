@@ -15,7 +15,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
@@ -37,7 +37,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor
-    from workflows.runbook_steps import RECORDS_PATCH, admit_drain, drain_record, restore_records
+    from workflows.runbook_steps import (
+        ACTIVITY_FAILURE_PATCH,
+        RECORDS_PATCH,
+        admit_drain,
+        drain_record,
+        failure_reason,
+        restore_records,
+    )
 
 __all__ = ["RunbookWorkflow"]
 
@@ -195,6 +202,14 @@ class RunbookWorkflow(RunbookControls, RunbookChecks):
             await self._on_failure(task, state, failed.reason)
         except TimeoutError:
             await self._on_failure(task, state, f"timed out after {task.timeout}s")
+        except (ActivityError, ChildWorkflowError) as exc:
+            # A fleet call that failed for good (a 4xx, retries used up) used to escape
+            # the task and leave it "running" for ever; runs started before the patch
+            # replay that way.
+            if not workflow.patched(ACTIVITY_FAILURE_PATCH):
+                self._task_ended(state, watchdog)
+                raise
+            await self._on_failure(task, state, failure_reason(exc))
         except GeneratorExit:
             # The worker evicted this run (shutdown, cache pressure): there is no workflow
             # event loop to record into, and a replay rebuilds the state anyway.
@@ -268,10 +283,25 @@ class RunbookWorkflow(RunbookControls, RunbookChecks):
         self.state = "rolling_back"
         why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
         self._event(f"rolling back: {why}")
+        undo_failed = False
         for task_id in reversed(self.order):
             state = self.tasks[task_id]
-            if state.undo is not None:
+            if state.undo is None:
+                continue
+            try:
                 await self.executor.undo(task_id, state.undo)
-                self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
-        self.state = "aborted" if self.abort is not None else "rolled_back"
+            except (ActivityError, ChildWorkflowError, TaskFailed) as exc:
+                # One undo the fleet refuses must not stop the others: say so and go on.
+                if not workflow.patched(ACTIVITY_FAILURE_PATCH):
+                    raise
+                reason = exc.reason if isinstance(exc, TaskFailed) else failure_reason(exc)
+                self._event(f"{task_id}: undo failed, left for an operator: {reason}")
+                self._set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
+                undo_failed = True
+                continue
+            self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
+        if undo_failed:
+            self.state = "rollback_failed"
+        else:
+            self.state = "aborted" if self.abort is not None else "rolled_back"
         return self.state

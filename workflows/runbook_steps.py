@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.drain import DrainActivities, DrainCheckInput, DrainRecordInput
@@ -19,10 +19,12 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import Runbook
 
 __all__ = [
+    "ACTIVITY_FAILURE_PATCH",
     "RECORDS_PATCH",
     "RETRY",
     "SHORT",
     "TaskFailed",
+    "failure_reason",
     "admit_drain",
     "check",
     "drain_record",
@@ -32,6 +34,9 @@ __all__ = [
 #: runs from before this read their targets inside the mutating activity and
 #: restored what they found at restore time (their histories replay that way)
 RECORDS_PATCH = "restore-from-drain-records"
+#: a task whose activity or child workflow fails for good goes to its on_failure, and a
+#: refused undo is reported without stopping the other undos
+ACTIVITY_FAILURE_PATCH = "activity-failure-fails-task"
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -40,6 +45,14 @@ RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
 )
 SHORT = timedelta(seconds=60)
+
+
+def failure_reason(exc: ActivityError | ChildWorkflowError) -> str:
+    """The innermost cause's message: what the fleet (or the child run) said."""
+    cause = exc.cause
+    while isinstance(cause, (ActivityError, ChildWorkflowError)) and cause.cause is not None:
+        cause = cause.cause
+    return str(cause or exc)
 
 
 class TaskFailed(Exception):

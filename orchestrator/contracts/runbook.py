@@ -156,7 +156,9 @@ class ApproveInput(BaseModel):
 class RunbookStatus(BaseModel):
     runbook: str
     mode: str
-    state: str  # running | paused | rolling_back | completed | failed | aborted | rolled_back
+    #: running | paused | rolling_back | completed | failed | aborted | rolled_back |
+    #: rollback_failed (an undo the fleet refused; its task says why)
+    state: str
     paused_by: str | None = None
     tasks: list[TaskState]
     events: list[str] = Field(default_factory=list)

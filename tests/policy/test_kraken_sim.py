@@ -155,9 +155,11 @@ LAB_ADAPTIVE = partial(
 
 class TestFewerStepsOnAStraightLimit:
     """Where the limit is a metric linear in load (utilization, as in the lab), the adaptive
-    policy never needs more steps than Kraken's fixed one and fewer on average, within 3%,
-    crossing the threshold at most once, while the metric's noise is at most 2%. At 5% noise
-    it does not hold: hypothesis found 4 steps against 3 (capacity 600, start 245) and a
+    policy needs at most one step more than Kraken's fixed one and fewer on average, within
+    3%, crossing the threshold at most once, while the metric's noise is at most 2%. "Never
+    more" does not hold: of 6,000 random straight limits (noise 0, 1% and 2%) 7 took one step
+    more (e.g. 4 against 3 at capacity 620, start 296: fixed 150 rps steps happened to land
+    just under the limit), none took two. At 5% noise even this fails: hypothesis found a
     3.009% error (capacity 605, start 50)."""
 
     @settings(max_examples=40, deadline=None)
@@ -173,7 +175,7 @@ class TestFewerStepsOnAStraightLimit:
         region = SimulatedRegion(capacity_rps=capacity, noise=noise, knee=8)
         ours = run_load_test(region, METRICS_LOOSE_SLO, LAB_ADAPTIVE, start_load=start, seed=seed)
         theirs = run_load_test(region, METRICS_LOOSE_SLO, FIXED, start_load=start, seed=seed)
-        assert ours.steps <= theirs.steps
+        assert ours.steps <= theirs.steps + 1
         assert abs(ours.error) <= 0.03
         assert ours.windows_over <= 1
 

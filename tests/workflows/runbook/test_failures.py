@@ -1,5 +1,5 @@
-"""A task's ``gate_holds``: a failing gate holds the task at its step and is reread,
-so a transient passes and a lasting failure still rolls back, after the holds."""
+"""How a runbook task fails: a failing gate holds the task at its step before it counts
+(``gate_holds``), and a fleet call that fails for good goes to the task's on_failure."""
 
 from __future__ import annotations
 
@@ -75,3 +75,45 @@ class TestGateHolds:
         assert [h.split("(")[1].split(")")[0] for h in holds] == ["1/2", "2/2"]
         assert any("gate failed after step 1" in e and "(held 2 times)" in e for e in report.events)
         assert (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0) == before
+
+
+FAILING_ACTIVITY = """
+name: refused
+kind: recovery
+tasks:
+  - id: web-down
+    template: service_weight
+    args: {region: eu-west, service: web, weight: 0}
+    restore: auto
+  - id: no-such-pool
+    template: service_weight
+    depends_on: [web-down]
+    on_failure: ON_FAILURE
+    args: {region: eu-west, service: no-such-service, weight: 0}
+"""
+
+
+class TestActivityFailure:
+    """A fleet call that fails for good (a 4xx, retries used up) fails its task into
+    on_failure, like a failed gate: rollback undoes the steps taken, continue goes on. An
+    undo the fleet refuses is reported and the other undos still run."""
+
+    async def test_rollback(self, stack: Stack) -> None:
+        rb = runbook(FAILING_ACTIVITY.replace("ON_FAILURE", "rollback"))
+        report = await (await start(stack, rb)).result()
+        tasks = {t.id: t for t in report.tasks}
+        # The failed task's undo (weight 1 for the unknown service) is refused as well.
+        assert report.outcome == "rollback_failed", report.events
+        assert tasks["web-down"].phase == TaskPhase.ROLLED_BACK
+        assert tasks["no-such-pool"].phase == TaskPhase.FAILED
+        assert tasks["no-such-pool"].message.startswith("undo failed: ")
+        assert any("no-such-pool: " in e and "no-such-service" in e for e in report.events)
+        assert any("no-such-pool: undo failed, left for an operator" in e for e in report.events)
+        assert (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0) == 1.0
+
+    async def test_continue(self, stack: Stack) -> None:
+        rb = runbook(FAILING_ACTIVITY.replace("ON_FAILURE", "continue"))
+        report = await (await start(stack, rb)).result()
+        phases = {t.id: t.phase for t in report.tasks}
+        assert report.outcome == "failed", report.events
+        assert phases == {"web-down": TaskPhase.DONE, "no-such-pool": TaskPhase.FAILED}
