@@ -71,3 +71,26 @@ class TestDocsMatchTheCode:
         assert len(links) >= 5, f"expected the five docs linked, found {links}"
         broken = [link for link in links if not (ROOT / link).is_file()]
         assert not broken, f"README Documentation links to missing files: {broken}"
+
+
+class TestCliReference:
+    """README's CLI table names every command of the CLI, and every command of each group."""
+
+    def test_every_command_is_in_the_table(self) -> None:
+        import typer
+
+        from orchestrator.cli import app
+
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        start = readme.index("\n## CLI\n")
+        table = readme[start : readme.index("\n## ", start + 1)]
+        rows = [line for line in table.splitlines() if line.startswith("| `orchestrator ")]
+        missing = []
+        for name, command in typer.main.get_command(app).commands.items():
+            mine = [r for r in rows if f"`orchestrator {name}" in r]
+            if not mine:
+                missing.append(name)
+            for sub in getattr(command, "commands", {}):
+                if not any(re.search(rf"\b{re.escape(sub)}\b", r) for r in mine):
+                    missing.append(f"{name} {sub}")
+        assert missing == []
