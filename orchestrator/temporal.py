@@ -145,11 +145,19 @@ def metrics_runtime(address: str) -> Runtime | None:
     return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
 
 
+#: True once :func:`connect` ran here: the SDK's Rust threads then live in this process, and
+#: they can abort it during interpreter teardown (temporalio/sdk-python#300), which the CLI's
+#: entry point avoids by ending such a process with ``os._exit``
+connected_in_this_process = False
+
+
 async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """A client for ``settings.temporal``; :class:`TemporalUnreachable` if it does not answer."""
     kwargs = settings.temporal.connect_kwargs()
     if runtime is not None:
         kwargs["runtime"] = runtime
+    global connected_in_this_process
+    connected_in_this_process = True
     try:
         return await asyncio.wait_for(
             Client.connect(data_converter=data_converter, **kwargs),

@@ -15,7 +15,12 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
@@ -205,8 +210,8 @@ class RunbookWorkflow(RunbookControls, RunbookChecks):
         except (ActivityError, ChildWorkflowError) as exc:
             # A fleet call that failed for good (a 4xx, retries used up) used to escape
             # the task and leave it "running" for ever; runs started before the patch
-            # replay that way.
-            if not workflow.patched(ACTIVITY_FAILURE_PATCH):
+            # replay that way. A cancellation (an abort) is not a failure of the task.
+            if is_cancelled_exception(exc) or not workflow.patched(ACTIVITY_FAILURE_PATCH):
                 self._task_ended(state, watchdog)
                 raise
             await self._on_failure(task, state, failure_reason(exc))

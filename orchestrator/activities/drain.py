@@ -10,6 +10,7 @@ activity as its first step, so a drain started by a trigger is checked too.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -57,6 +58,10 @@ class DrainRecordInput(BaseModel):
     task_queue: str = ""
 
 
+#: a running rebalancer whose workers are all down cannot answer; the check goes on without it
+REBALANCER_QUERY_TIMEOUT = timedelta(seconds=10)
+
+
 async def running_drains(
     client: Client,
     *,
@@ -73,12 +78,17 @@ async def running_drains(
         region = execution.typed_search_attributes.get(REGION)
         if execution.id != exclude_id and region:
             found.setdefault(region, execution.id)
+    handle = client.get_workflow_handle(rebalancer_id)
     try:
-        status = await client.get_workflow_handle(rebalancer_id).query(
-            "status", result_type=RebalancerStatus
+        # A closed rebalancer holds nothing (its last table is the routing the check reads),
+        # and a query to a closed run waits for a worker of its task queue to replay it.
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return found
+        status = await handle.query(
+            "status", result_type=RebalancerStatus, rpc_timeout=REBALANCER_QUERY_TIMEOUT
         )
     except RPCError:
-        return found  # no rebalancer: nothing can be held
+        return found  # no rebalancer, or none answering: nothing can be held
     for held in status.overrides:
         if held.owner == override_owner(held.region) and held.max_share is not None:
             found.setdefault(held.region, f"{HOLD} {held.owner}: {held.reason}")

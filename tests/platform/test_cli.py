@@ -119,3 +119,40 @@ def _wait_for_attributes(port: int) -> str:
             return done.stdout
         time.sleep(0.3)
     pytest.fail("dev server did not answer within 30 s")
+
+
+class TestEntryPoint:
+    """The console script keeps every command's exit code; a process that connected to
+    Temporal leaves through ``os._exit`` (its output flushed first), one that did not, through
+    ``sys.exit``."""
+
+    @staticmethod
+    def _exits(monkeypatch: pytest.MonkeyPatch, connected: bool, *argv: str) -> tuple[str, object]:
+        import orchestrator.cli as cli
+        from orchestrator import temporal
+
+        class Left(Exception):
+            pass
+
+        def hard_exit(code: int) -> None:
+            raise Left(code)
+
+        monkeypatch.setattr(temporal, "connected_in_this_process", connected)
+        monkeypatch.setattr(os, "_exit", hard_exit)
+        monkeypatch.setattr(sys, "argv", ["orchestrator", *argv])
+        try:
+            cli.main()
+        except Left as left:
+            return "os._exit", left.args[0]
+        except SystemExit as exc:
+            return "sys.exit", exc.code
+        raise AssertionError("main() returned without exiting")
+
+    def test_connected_process_exits_hard_with_the_code(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        assert self._exits(monkeypatch, True, "version") == ("os._exit", 0)
+        assert self._exits(monkeypatch, True, "no-such-command") == ("os._exit", 2)
+
+    def test_unconnected_process_exits_normally(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert self._exits(monkeypatch, False, "version") == ("sys.exit", 0)
