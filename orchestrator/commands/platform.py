@@ -50,6 +50,9 @@ def server(
     )
     console.print("Search attributes: Region, Runbook, JobId, RunKind. Ctrl-C stops.")
     signal.signal(signal.SIGTERM, _interrupt)
+    # Explicitly, since a process started in the background (nohup, `cmd &` in a script)
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         code = dev.wait()
     except KeyboardInterrupt:

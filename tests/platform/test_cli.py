@@ -60,7 +60,9 @@ class TestVersion:
 
 
 class TestServer:
-    """`orchestrator server` runs the dev server with the project's search attributes."""
+    """`orchestrator server` runs the dev server with the project's search attributes, and
+    Ctrl-C stops it even when it was started in the background (SIGINT inherited ignored, as
+    under nohup or `cmd &` in a script: an earlier server then never stopped)."""
 
     def test_starts_registers_attributes_and_stops_cleanly(self, tmp_path: Path) -> None:
         port, ui_port = free_port(), free_port()
@@ -79,6 +81,8 @@ class TestServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+            start_new_session=True,  # its own group, so a failed stop can kill the dev server too
         )
         try:
             listing = _wait_for_attributes(port)
@@ -91,8 +95,12 @@ class TestServer:
             assert len(again.stderr.strip().splitlines()) == 1
         finally:
             server.send_signal(signal.SIGINT)
-            # stop() allows the dev server 15 s before SIGKILL; a loaded CI machine needs slack
-            out, err = server.communicate(timeout=60)
+            try:
+                # stop() allows the dev server 15 s before SIGKILL; a loaded machine needs slack
+                out, err = server.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(os.getpgid(server.pid), signal.SIGKILL)
+                raise
         assert server.returncode == 0, err
         assert "Traceback" not in err
         assert db.exists()
