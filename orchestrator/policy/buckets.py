@@ -49,7 +49,7 @@ def bucket_counts(
     total = sum(max(f, 0.0) for f in fractions.values())
     if total <= 0:
         raise ValueError("fractions must have a positive sum")
-    exact = {r: max(f, 0.0) / total * bucket_count for r, f in fractions.items()}
+    exact = {r: _snap(max(f, 0.0) / total * bucket_count) for r, f in fractions.items()}
     counts = {r: math.floor(x) for r, x in exact.items()}
     left = bucket_count - sum(counts.values())
     have = Counter(current or ())
@@ -64,6 +64,14 @@ def bucket_counts(
     for region in order[:left]:
         counts[region] += 1
     return counts
+
+
+def _snap(share: float) -> float:
+    """A share within float error of a whole number is that number: 1.0000000000000002
+    buckets is one bucket, not a candidate for a second (hypothesis found a region kept
+    two of four buckets that way, leaving another with none)."""
+    nearest = round(share)
+    return float(nearest) if abs(share - nearest) < 1e-9 else share
 
 
 def _region_rank(region: str, bucket: int) -> bytes:
