@@ -53,6 +53,10 @@ ACTIVITY_RETRY = RetryPolicy(
     maximum_attempts=10,
     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
 )
+#: an override waiting on an epoch whose inputs were untrusted (a window with no samples
+#: from a region) is tried again this many times, a window apart, before it is refused
+URGENT_RETRIES = 3
+URGENT_RETRY_PATCH = "retry-untrusted-urgent-epoch"
 
 
 @workflow.defn
@@ -65,6 +69,10 @@ class TrafficRebalanceWorkflow:
         # Override changes are numbered; an epoch settles every change made before it began.
         self.overrides = OverrideChanges()
         self.restore_fractions: dict[str, dict[str, float]] | None = None
+        #: untrusted epochs in a row that left an override change waiting
+        self.urgent_skips = 0
+        #: seconds to the retry of such an epoch (None: the normal epoch interval)
+        self.retry_s: float | None = None
 
     @workflow.run
     async def run(self, inp: RebalancerInput) -> None:
@@ -78,15 +86,34 @@ class TrafficRebalanceWorkflow:
             first = False
             if self.state.paused_by is None:
                 await self._epoch()
+        while self.retry_s is not None and self.state.paused_by is None:
+            # An override is waiting on a retry: settle it before continuing as new.
+            await self._sleep_until_next_epoch()
+            await self._epoch()
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(inp.model_copy(update={"state": self.state}))
 
     async def _sleep_until_next_epoch(self) -> None:
+        wait_s = self.inp.epoch_s if self.retry_s is None else self.retry_s
+        self.retry_s = None
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self.wake, timeout=timedelta(seconds=self.inp.epoch_s)
-            )
+            await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=wait_s))
         self.wake = False
+
+    def _retry_untrusted(self, plan: EpochPlan, urgent: bool) -> bool:
+        """Whether a skipped urgent epoch is tried again instead of refusing its overrides.
+
+        A drain's step or a load test's restore should not fail on one window in which a
+        region reported nothing; an infeasible solve, or a lasting gap, still refuses.
+        """
+        if not (urgent and plan.untrusted and self.urgent_skips < URGENT_RETRIES):
+            self.urgent_skips = 0
+            return False
+        if not workflow.patched(URGENT_RETRY_PATCH):
+            return False
+        self.urgent_skips += 1
+        self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
+        return True
 
     async def _epoch(self) -> None:
         changes = self.overrides.changes
@@ -107,23 +134,32 @@ class TrafficRebalanceWorkflow:
         )
         self.state.epoch += 1
         epoch = self.state.epoch
-        if urgent:
-            self.restore_fractions = None
         if plan.view is not None:
             self.state.view = plan.view
         result = plan.result
         if result is None or plan.skip_reason is not None:
+            retry = self._retry_untrusted(plan, urgent)
+            reason = plan.skip_reason or ""
             self._record(
                 EpochRecord(
                     epoch=epoch,
                     at=workflow.now(),
                     outcome="skipped",
-                    reason=plan.skip_reason or "",
+                    reason=f"{reason} (override waits: retry {self.urgent_skips} of "
+                    f"{URGENT_RETRIES})"
+                    if retry
+                    else reason,
                     urgent=urgent,
                 )
             )
-            self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
+            if not retry:
+                if urgent:
+                    self.restore_fractions = None
+                self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
             return
+        self.urgent_skips = 0
+        if urgent:
+            self.restore_fractions = None
         record = EpochRecord(
             epoch=epoch,
             at=workflow.now(),
@@ -202,14 +238,15 @@ class TrafficRebalanceWorkflow:
 
     @workflow.update
     async def clear_override(self, inp: ClearOverrideInput) -> OverrideApplied:
-        if inp.restore_fractions is not None:
-            self.restore_fractions = inp.restore_fractions
         if self.state.overrides.pop(inp.region, None) is None:
             return OverrideApplied(
                 epoch=self.state.epoch,
                 version=self.state.last_good_version,
                 region_share=self.state.shares.get(inp.region),
             )
+        if inp.restore_fractions is not None:
+            # Only with a hold released: a stale table must not wait for some later epoch.
+            self.restore_fractions = inp.restore_fractions
         change, self.wake = self.overrides.new(), True
         if not inp.wait_applied:
             return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)

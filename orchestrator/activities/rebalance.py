@@ -45,6 +45,9 @@ class PlanEpochInput(BaseModel):
 class EpochPlan(BaseModel):
     routing_version: int
     skip_reason: str | None = None
+    #: skipped because the inputs cannot be trusted (missing or implausible data), which a
+    #: later window may cure; an infeasible solve is not retried
+    untrusted: bool = False
     note: str = ""
     view: FleetView | None = None
     #: the checked solution, without per-PoP bucket lists (the fleet derives them)
@@ -91,7 +94,9 @@ class RebalanceActivities:
                 topology, routing, health, inp.overrides, constraints, inp.service
             )
         except SkipEpoch as skip:
-            return EpochPlan(routing_version=routing.version, skip_reason=skip.reason)
+            return EpochPlan(
+                routing_version=routing.version, skip_reason=skip.reason, untrusted=True
+            )
         try:
             result = solve(instance)
             check(instance, result)

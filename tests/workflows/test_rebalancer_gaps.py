@@ -1,0 +1,113 @@
+"""An override waits out a short gap in the fleet's health data instead of failing on it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator import registry
+from orchestrator.config import Settings
+from orchestrator.contracts.rebalancer import RebalancerInput, SetOverrideInput
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.server import LabThread
+from orchestrator.models import HealthReport
+from tests.fixtures.temporal import new_worker
+from tests.workflows.test_rebalancer import wait_status
+from workflows.rebalancer import URGENT_RETRIES, TrafficRebalanceWorkflow
+
+SILENT = "us-west"
+
+
+class GappyFleet(HttpFleet):
+    """The lab's fleet, except that the next ``gaps`` health reads lack one region's samples
+    (what a stalled metrics pipeline or a region's scrape timing out looks like)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.gaps = 0
+
+    async def health(self, window_s: float | None = None) -> HealthReport:
+        report = await super().health(window_s)
+        if self.gaps <= 0:
+            return report
+        self.gaps -= 1
+        return report.model_copy(
+            update={
+                "regions": [r for r in report.regions if r.region != SILENT],
+                "services": [s for s in report.services if s.region != SILENT],
+            }
+        )
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def gappy(
+    dev_env: WorkflowEnvironment, model_lab: LabThread, tmp_path: Any
+) -> AsyncIterator[tuple[GappyFleet, WorkflowHandle[TrafficRebalanceWorkflow, None]]]:
+    fleet = GappyFleet(model_lab.url)
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    settings = Settings(task_queue=queue, fleet_url=model_lab.url, state_dir=tmp_path)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
+    async with new_worker(dev_env.client, registry.activities(ctx), task_queue=queue):
+        # Epochs far apart: every epoch after the first is one an override asked for.
+        handle = await dev_env.client.start_workflow(
+            TrafficRebalanceWorkflow.run,
+            RebalancerInput(epoch_s=600, window_s=1),
+            id=f"rebalancer-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+        )
+        await wait_status(handle, lambda s: s.epoch >= 1 and s.epochs[-1].outcome != "skipped")
+        yield fleet, handle
+        await handle.terminate("test over")
+    await fleet.aclose()
+
+
+def drain(region: str) -> SetOverrideInput:
+    return SetOverrideInput(region=region, owner=f"drain-{region}", reason="test", max_share=0.0)
+
+
+class TestUntrustedWindows:
+    """A window in which a region reports nothing skips the epoch; an override waiting on it
+    is tried again a window later, up to URGENT_RETRIES times, and refused only after that."""
+
+    async def test_override_applies_after_a_short_gap(
+        self, gappy: tuple[GappyFleet, WorkflowHandle[TrafficRebalanceWorkflow, None]]
+    ) -> None:
+        fleet, handle = gappy
+        fleet.gaps = 2
+        applied = await handle.execute_update(
+            TrafficRebalanceWorkflow.set_override, drain("eu-west")
+        )
+
+        assert applied.region_share == pytest.approx(0.0, abs=1e-9)
+        status = await handle.query(TrafficRebalanceWorkflow.status)
+        skipped = [e for e in status.epochs if e.outcome == "skipped"]
+        assert [e.reason.rsplit("(", 1)[-1] for e in skipped] == [
+            f"override waits: retry 1 of {URGENT_RETRIES})",
+            f"override waits: retry 2 of {URGENT_RETRIES})",
+        ]
+        assert all(f"region {SILENT}: no web samples" in e.reason for e in skipped)
+        assert status.epochs[-1].outcome == "published"
+
+    async def test_lasting_gap_refuses_and_withdraws_the_override(
+        self, gappy: tuple[GappyFleet, WorkflowHandle[TrafficRebalanceWorkflow, None]]
+    ) -> None:
+        fleet, handle = gappy
+        fleet.gaps = 100
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(TrafficRebalanceWorkflow.set_override, drain("eu-west"))
+        fleet.gaps = 0
+
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "Infeasible"
+        assert f"region {SILENT}: no web samples" in cause.message
+        status = await handle.query(TrafficRebalanceWorkflow.status)
+        assert status.overrides == []
+        urgent = [e for e in status.epochs if e.urgent]
+        assert [e.outcome for e in urgent] == ["skipped"] * (URGENT_RETRIES + 1)
