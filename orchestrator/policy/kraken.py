@@ -17,21 +17,31 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from orchestrator.exceptions import InvalidInstance
-from orchestrator.models import StrictModel, Topology
-from orchestrator.policy.health_metrics import Band, MetricReading
+from orchestrator.models import StrictModel
+from orchestrator.policy.health_metrics import Band
 from orchestrator.policy.kraken_capacity import (
     EXTRAPOLATION_LIMIT,
     CapacityEstimate,
     StepRecord,
+    capacity_ratio,
     crossing_candidates,
     estimate_capacity,
     metric_points,
+    theoretical_capacity,
+)
+from orchestrator.policy.kraken_fixed import FixedPolicyConfig, kraken_fixed_step
+from orchestrator.policy.kraken_steps import (
+    PolicyBounds,
+    StepAction,
+    StepDecision,
+    capped,
+    check_history,
+    describe,
+    unhealthy_decision,
 )
 
 __all__ = [
@@ -49,50 +59,7 @@ __all__ = [
 ]
 
 
-class StepAction(StrEnum):
-    INCREASE = "increase"
-    #: stay at the same load for another window
-    HOLD = "hold"
-    #: NOMORE (or nothing left to add): end the test, stepping back to the last healthy load
-    STOP = "stop"
-    #: BACKOFF: leave the target at once for the last healthy load (or the baseline)
-    RETREAT = "retreat"
-    #: after the first NOMORE: one window inside the bracket (last healthy, first NOMORE),
-    #: below the chord's crossing, to narrow it before the test ends
-    PROBE = "probe"
-
-
-class StepDecision(StrictModel):
-    action: StepAction
-    #: the load to hold next
-    load: float = Field(ge=0)
-    band: Band
-    #: the metric that decided (the governing one, or the nearest to its threshold)
-    metric: str | None = None
-    reason: str
-    #: where the policy expects the first NOMORE crossing, when a trend is known
-    predicted_limit: float | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.action in (StepAction.STOP, StepAction.RETREAT)
-
-    @property
-    def moves(self) -> bool:
-        """Whether the decision asks for a new load (an increase, or a probe back down)."""
-        return self.action in (StepAction.INCREASE, StepAction.PROBE)
-
-
-class _PolicyBounds(StrictModel):
-    #: the scale of step sizes (normally the theoretical capacity of the target)
-    reference_load: float = Field(gt=0)
-    #: never ask for more than this (e.g. all traffic that can be moved); None: no cap
-    max_load: float | None = Field(default=None, gt=0)
-    #: where to retreat when no step was healthy: the load the target had before the test
-    baseline_load: float = Field(default=0.0, ge=0)
-
-
-class StepPolicyConfig(_PolicyBounds):
+class StepPolicyConfig(PolicyBounds):
     """Step sizes are fractions of ``reference_load``."""
 
     #: largest step, allowed only while every metric is BOLD
@@ -139,86 +106,6 @@ class StepPolicyConfig(_PolicyBounds):
                     f"{larger} ({getattr(self, larger)})"
                 )
         return self
-
-
-class FixedPolicyConfig(_PolicyBounds):
-    """Kraken's published policy (OSDI'16 §4)."""
-
-    big_step: float = Field(default=0.15, gt=0, le=1)
-    small_step: float = Field(default=0.01, gt=0, le=1)
-    #: relative distance to a threshold at which steps become small
-    near: float = Field(default=0.10, gt=0, lt=1)
-
-
-# --- shared decisions ----------------------------------------------------------------------
-
-
-def _check_history(history: Sequence[StepRecord]) -> StepRecord:
-    if not history:
-        raise InvalidInstance("history: at least one observed step is needed to decide")
-    return history[-1]
-
-
-def _last_healthy_load(history: Sequence[StepRecord], below: float, baseline: float) -> float:
-    loads = [s.load for s in history if s.band.healthy and s.load < below]
-    return max(loads) if loads else min(baseline, below)
-
-
-def _unhealthy_decision(
-    history: Sequence[StepRecord], bounds: _PolicyBounds
-) -> StepDecision | None:
-    """STOP at NOMORE, RETREAT at BACKOFF; None while the latest step is healthy."""
-    current = history[-1]
-    band = current.band
-    if band.healthy:
-        return None
-    governing = current.governing
-    name = governing.metric if governing else None
-    why = _describe(governing)
-    back_to = _last_healthy_load(history, current.load, bounds.baseline_load)
-    if band is Band.BACKOFF:
-        return StepDecision(
-            action=StepAction.RETREAT,
-            load=back_to,
-            band=band,
-            metric=name,
-            reason=f"BACKOFF on {why}: retreat to {back_to:g}",
-        )
-    return StepDecision(
-        action=StepAction.STOP,
-        load=back_to,
-        band=band,
-        metric=name,
-        reason=f"NOMORE on {why}: stop and step back to {back_to:g}",
-    )
-
-
-def _describe(reading: MetricReading | None) -> str:
-    if reading is None:
-        return "no metrics"
-    if reading.status != "ok":
-        return f"{reading.metric} ({reading.status.replace('_', ' ')})"
-    return f"{reading.metric}={reading.value:g} (threshold {reading.nomore_threshold:g})"
-
-
-def _capped(
-    current: StepRecord, target: float, bounds: _PolicyBounds, decision: StepDecision
-) -> StepDecision:
-    """Clamp an increase to ``max_load``; at the cap, the test ends."""
-    cap = bounds.max_load
-    if cap is None or target < cap:
-        return decision
-    if current.load >= cap:
-        return decision.model_copy(
-            update={
-                "action": StepAction.STOP,
-                "load": current.load,
-                "reason": f"max_load {cap:g} reached while healthy; capacity is at least that",
-            }
-        )
-    return decision.model_copy(
-        update={"load": cap, "reason": decision.reason + f" (capped at {cap:g})"}
-    )
 
 
 # --- the adaptive policy -------------------------------------------------------------------
@@ -342,7 +229,7 @@ def _probe(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDecis
         band=current.band,
         metric=governing.metric,
         reason=(
-            f"NOMORE on {_describe(governing)} after a step of {width:g}: probe once at "
+            f"NOMORE on {describe(governing)} after a step of {width:g}: probe once at "
             f"{target:g}, below the chord's crossing at {chord:g}"
         ),
         predicted_limit=chord,
@@ -361,7 +248,7 @@ def _after_probe(history: Sequence[StepRecord], config: StepPolicyConfig) -> Ste
         return None
     if not current.band.healthy:
         # The probe crossed too: end at once, below both.
-        return _unhealthy_decision(history, config)
+        return unhealthy_decision(history, config)
     return StepDecision(
         action=StepAction.STOP,
         load=current.load,
@@ -388,14 +275,14 @@ def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDe
     step that lands on NOMORE after a wide step is followed by one probe below
     the chord's crossing (see :func:`_probe`), then the test stops.
     """
-    current = _check_history(history)
+    current = check_history(history)
     probe = _probe(history, config)
     if probe is not None:
         return probe
     settled = _after_probe(history, config)
     if settled is not None:
         return settled
-    unhealthy = _unhealthy_decision(history, config)
+    unhealthy = unhealthy_decision(history, config)
     if unhealthy is not None:
         return unhealthy
     band = current.band
@@ -473,69 +360,4 @@ def next_step(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDe
         reason=reason,
         predicted_limit=limit.load if limit else None,
     )
-    return _capped(current, target, config, decision)
-
-
-# --- Kraken's fixed policy (baseline) ------------------------------------------------------
-
-
-def kraken_fixed_step(history: Sequence[StepRecord], config: FixedPolicyConfig) -> StepDecision:
-    """Kraken's policy: ``big_step`` until any metric is within ``near`` of its threshold,
-    then ``small_step``; stop at NOMORE, retreat at BACKOFF."""
-    current = _check_history(history)
-    unhealthy = _unhealthy_decision(history, config)
-    if unhealthy is not None:
-        return unhealthy
-    near = [r for r in current.readings if r.headroom is not None and r.headroom <= config.near]
-    fraction = config.small_step if near else config.big_step
-    closest = min(near, key=lambda r: r.headroom or 0.0) if near else current.governing
-    target = current.load + fraction * config.reference_load
-    decision = StepDecision(
-        action=StepAction.INCREASE,
-        load=target,
-        band=current.band,
-        metric=closest.metric if closest else None,
-        reason=(
-            f"{closest.metric if closest else 'a metric'} within {config.near:.0%} of its "
-            f"threshold: {fraction:.0%} step"
-            if near
-            else f"every metric more than {config.near:.0%} from its threshold: {fraction:.0%} step"
-        ),
-    )
-    return _capped(current, target, config, decision)
-
-
-# --- theoretical capacity ------------------------------------------------------------------
-
-
-def theoretical_capacity(topology: Topology, region: str, service: str | None = None) -> float:
-    """The capacity the topology promises: ``capacity_rps`` of the service in the region.
-
-    Without ``service`` the region must list exactly one service capacity.
-    """
-    try:
-        entry = topology.region(region)
-    except KeyError:
-        raise InvalidInstance(
-            f"region: {region!r} is not in the topology ({topology.region_names})"
-        ) from None
-    capacities = entry.capacity_rps
-    if service is None:
-        if len(capacities) != 1:
-            raise InvalidInstance(
-                f"service: region {region!r} lists {len(capacities)} service capacities "
-                f"({sorted(capacities)}); name the service"
-            )
-        return next(iter(capacities.values()))
-    if service not in capacities:
-        raise InvalidInstance(
-            f"service: region {region!r} has no capacity_rps for {service!r} ({sorted(capacities)})"
-        )
-    return capacities[service]
-
-
-def capacity_ratio(estimate: float, theoretical: float) -> float:
-    """The estimate as a share of the theoretical capacity (Kraken's headline number)."""
-    if theoretical <= 0:
-        raise InvalidInstance(f"theoretical: capacity must be positive, got {theoretical}")
-    return estimate / theoretical
+    return capped(current, target, config, decision)

@@ -5,6 +5,7 @@ that larger is worse. :func:`predict_crossing` extrapolates the trend below the
 threshold (for the step policy); :func:`estimate_capacity` brackets the
 crossing between the last load below it and the first at or above it and
 interpolates there, naming the metric that crossed first: the bottleneck.
+:func:`theoretical_capacity` is what the topology promises, the scale of both.
 """
 
 from __future__ import annotations
@@ -15,18 +16,21 @@ from typing import Literal
 
 from pydantic import Field
 
-from orchestrator.models import StrictModel
+from orchestrator.exceptions import InvalidInstance
+from orchestrator.models import StrictModel, Topology
 from orchestrator.policy.health_metrics import Band, MetricReading
 
 __all__ = [
     "EXTRAPOLATION_LIMIT",
     "CapacityEstimate",
     "StepRecord",
-    "estimate_capacity",
+    "capacity_ratio",
     "central_crossing",
     "crossing_candidates",
     "metric_points",
+    "estimate_capacity",
     "predict_crossing",
+    "theoretical_capacity",
 ]
 
 #: Points within this relative distance below the bracket feed the local fit.
@@ -287,3 +291,36 @@ def _went_dark(step: StepRecord | None) -> MetricReading | None:
         return None
     dark = [r for r in step.readings if r.status != "ok" and not r.band.healthy]
     return dark[0] if dark else None
+
+
+def theoretical_capacity(topology: Topology, region: str, service: str | None = None) -> float:
+    """The capacity the topology promises: ``capacity_rps`` of the service in the region.
+
+    Without ``service`` the region must list exactly one service capacity.
+    """
+    try:
+        entry = topology.region(region)
+    except KeyError:
+        raise InvalidInstance(
+            f"region: {region!r} is not in the topology ({topology.region_names})"
+        ) from None
+    capacities = entry.capacity_rps
+    if service is None:
+        if len(capacities) != 1:
+            raise InvalidInstance(
+                f"service: region {region!r} lists {len(capacities)} service capacities "
+                f"({sorted(capacities)}); name the service"
+            )
+        return next(iter(capacities.values()))
+    if service not in capacities:
+        raise InvalidInstance(
+            f"service: region {region!r} has no capacity_rps for {service!r} ({sorted(capacities)})"
+        )
+    return capacities[service]
+
+
+def capacity_ratio(estimate: float, theoretical: float) -> float:
+    """The estimate as a share of the theoretical capacity (Kraken's headline number)."""
+    if theoretical <= 0:
+        raise InvalidInstance(f"theoretical: capacity must be positive, got {theoretical}")
+    return estimate / theoretical
