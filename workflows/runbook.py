@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor
+    from workflows.runbook_failures import RunbookFailures
     from workflows.runbook_steps import (
         ACTIVITY_FAILURE_PATCH,
         RECORDS_PATCH,
@@ -55,7 +56,7 @@ __all__ = ["RunbookWorkflow"]
 
 
 @workflow.defn
-class RunbookWorkflow(RunbookControls, RunbookChecks):
+class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
         self.inp = inp
@@ -261,52 +262,3 @@ class RunbookWorkflow(RunbookControls, RunbookChecks):
             self._event(
                 f"{state.id}: stuck, running past p75 of earlier runs ({state.expected_s:.0f}s)"
             )
-
-    async def _on_failure(self, task: Task, state: TaskState, reason: str) -> None:
-        self._event(f"{task.id}: {reason}")
-        if task.on_failure == "continue":
-            self._set(task.id, TaskPhase.FAILED, reason)
-        elif task.on_failure == "pause":
-            self._set(task.id, TaskPhase.BLOCKED, f"paused on failure: {reason}")
-            self.paused_by = f"failure of {task.id}"
-            await workflow.wait_condition(lambda: task.id in self.skips or self.abort is not None)
-            if task.id in self.skips:
-                self._set(
-                    task.id,
-                    TaskPhase.SKIPPED,
-                    f"skipped by {self.skips[task.id].by} after: {reason}",
-                )
-        else:
-            self._set(task.id, TaskPhase.FAILED, reason)
-            self.rollback_reason = f"{task.id}: {reason}"
-
-    async def _finish(self) -> str:
-        if self.abort is None and self.rollback_reason is None:
-            failed = [t.id for t in self.tasks.values() if t.phase == TaskPhase.FAILED]
-            self.state = "failed" if failed else "completed"
-            return self.state
-        self.state = "rolling_back"
-        why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
-        self._event(f"rolling back: {why}")
-        undo_failed = False
-        for task_id in reversed(self.order):
-            state = self.tasks[task_id]
-            if state.undo is None:
-                continue
-            try:
-                await self.executor.undo(task_id, state.undo)
-            except (ActivityError, ChildWorkflowError, TaskFailed) as exc:
-                # One undo the fleet refuses must not stop the others: say so and go on.
-                if not workflow.patched(ACTIVITY_FAILURE_PATCH):
-                    raise
-                reason = exc.reason if isinstance(exc, TaskFailed) else failure_reason(exc)
-                self._event(f"{task_id}: undo failed, left for an operator: {reason}")
-                self._set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
-                undo_failed = True
-                continue
-            self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
-        if undo_failed:
-            self.state = "rollback_failed"
-        else:
-            self.state = "aborted" if self.abort is not None else "rolled_back"
-        return self.state
