@@ -102,7 +102,7 @@ class ProgressInput(BaseModel):
     hang_after_s: float = Field(gt=0)
     poll_s: float = Field(gt=0)
     #: poll once; no progress yet raises StillWaiting (the retry policy polls again),
-    #: and ``timeout_s`` counts from the first attempt's scheduled time
+    #: and ``timeout_s`` counts from the first attempt's scheduling
     once: bool = False
 
 
@@ -137,13 +137,11 @@ def _still_waiting(message: str) -> ApplicationError:
 
 
 def _waited_s() -> float:
-    """Seconds since this activity's first attempt was scheduled (0 outside one)."""
+    """Seconds from this activity's first scheduling to this attempt's start (0 outside one)."""
     if not activity.in_activity():
         return 0.0
     info = activity.info()
-    if info.current_attempt_scheduled_time is None or info.scheduled_time is None:
-        return 0.0
-    return (info.current_attempt_scheduled_time - info.scheduled_time).total_seconds()
+    return (info.started_time - info.scheduled_time).total_seconds()
 
 
 class TrainingActivities:
