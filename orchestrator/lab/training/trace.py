@@ -3,8 +3,8 @@
 The lab's model mode runs on wall-clock time, so a time-skipping Temporal server
 cannot hurry it: the server skips only while no activity runs. :class:`TraceFleet`
 instead computes everything from the clock it is given, and
-:func:`activity_clock` is the time of the Temporal activity asking (its attempt's
-scheduled time), so fleet time is the workflow's, skipped time included.
+:func:`activity_clock` is the time of the Temporal activity asking (when its
+attempt started), so fleet time is the workflow's, skipped time included.
 
 The job is the simulation's (:mod:`orchestrator.policy.ettr_sim`) made observable:
 
