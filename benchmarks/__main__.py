@@ -74,6 +74,16 @@ def results_name(script: Path) -> str:
     return found.group(1) if found else script.stem
 
 
+_SUITE_TIMEOUT = re.compile(r"^SUITE_TIMEOUT_S\s*=\s*([0-9][0-9_.]*)", re.MULTILINE)
+
+
+def timeout_for(script: Path, default_s: float) -> float:
+    """``default_s``, or more where the benchmark declares it needs more
+    (``SUITE_TIMEOUT_S = 1800.0`` at the top level of its source)."""
+    found = _SUITE_TIMEOUT.search(script.read_text())
+    return max(default_s, float(found.group(1))) if found else default_s
+
+
 def command(script: Path, quick: bool) -> list[str]:
     return [sys.executable, str(script), *(["--quick"] if quick and supports_quick(script) else [])]
 
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None, *, folder: Path = HERE) -> int:
             name,
             scripts[name],
             quick=args.quick,
-            timeout_s=args.timeout,
+            timeout_s=timeout_for(scripts[name], args.timeout),
             results_dir=results_dir,
             log_dir=log_dir,
             echo=not args.quiet,

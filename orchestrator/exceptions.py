@@ -17,7 +17,8 @@
     │   └── Infeasible .............. no answer meets the constraints (names the binding one)
     ├── UnsafeRequest ............... refused: it would leave too little capacity
     ├── OverrideConflict ............ refused: another owner holds the region
-    └── RunbookError ................ a runbook is invalid or cannot run
+    ├── RunbookError ................ a runbook is invalid or cannot run
+    └── StillWaiting ................ a poll found nothing yet: its retry policy polls again
 
 Workflows and activities report these to Temporal as ``ApplicationError`` whose
 ``type`` is the class name; :data:`NON_RETRYABLE_ERROR_TYPES` lists the types a
@@ -41,6 +42,7 @@ __all__ = [
     "OverrideConflict",
     "PolicyError",
     "RunbookError",
+    "StillWaiting",
     "TemporalUnreachable",
     "UnsafeRequest",
     "VersionConflict",
@@ -141,6 +143,16 @@ class OverrideConflict(OrchestratorError):
 
 class RunbookError(OrchestratorError):
     """A runbook is invalid or cannot run."""
+
+
+class StillWaiting(OrchestratorError):
+    """A one-shot poll saw nothing to report yet (the job is healthy, or still restarting).
+
+    Not a failure: the activity's retry policy is the poller, so the workflow waits on
+    the server's retry timer between polls (which a time-skipping server skips).
+    """
+
+    retryable = True
 
 
 #: ``ApplicationError`` types that retry policies must not retry.

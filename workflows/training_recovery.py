@@ -4,7 +4,8 @@ Stop the job, quarantine the hosts whose GPUs failed, pick the newest checkpoint
 that verifies, place the job on healthy hosts (another building, or region, when its
 own is dark), restart it, and wait until it steps past the checkpoint. Every fleet
 mutation's key is ``<supervisor id>/failure-<n>/<step>``, so a retried activity or a
-replay on another worker applies each change once.
+replay on another worker applies each change once. With ``watch_mode=retry`` the
+progress check polls once per attempt and Temporal's retry timer waits between polls.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.training import (
         MutationInput,
         ProgressInput,
+        ProgressResult,
         QuarantineInput,
         StartInput,
         TrainingActivities,
     )
     from orchestrator.contracts.training import QuarantineRequest, StartJobRequest
-    from orchestrator.contracts.training_supervisor import RecoveryInput, RecoveryResult
+    from orchestrator.contracts.training_supervisor import (
+        RecoveryInput,
+        RecoveryResult,
+        WatchMode,
+    )
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES, PolicyError
     from orchestrator.policy.recovery import choose_checkpoint, place_job, quarantine_host
 
-__all__ = ["MUTATION_RETRY", "TrainingRecoveryWorkflow"]
+__all__ = ["MUTATION_RETRY", "TrainingRecoveryWorkflow", "poll_retry"]
 
 MUTATION_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -37,6 +43,19 @@ MUTATION_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
 )
 _CALL = timedelta(seconds=30)
+
+
+def poll_retry(poll_s: float) -> RetryPolicy:
+    """The retry policy that is the poller in ``watch_mode=retry``: every ``poll_s``."""
+    every = timedelta(seconds=poll_s)
+    return RetryPolicy(
+        initial_interval=every,
+        backoff_coefficient=1.0,
+        maximum_interval=every,
+        non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
+    )
+
+
 _BEAT = timedelta(seconds=5)
 
 
@@ -113,19 +132,7 @@ class TrainingRecoveryWorkflow:
         )
         failure.restarted_at = started.at
 
-        progress = await workflow.execute_activity_method(
-            TrainingActivities.await_progress,
-            ProgressInput(
-                job=job,
-                past_step=choice.step,
-                timeout_s=inp.confirm_timeout_s,
-                hang_after_s=inp.hang_after_s,
-                poll_s=inp.poll_s,
-            ),
-            start_to_close_timeout=timedelta(seconds=inp.confirm_timeout_s + 60),
-            heartbeat_timeout=_BEAT,
-            retry_policy=MUTATION_RETRY,
-        )
+        progress = await self._await_progress(inp, choice.step)
         failure.confirmed = progress.ok
         if progress.ok:
             failure.recovered_at = progress.at
@@ -135,4 +142,37 @@ class TrainingRecoveryWorkflow:
             failure=failure,
             new_quarantine=new_records,
             reached_step=None if progress.ok else max(progress.step, choice.step),
+        )
+
+    @staticmethod
+    async def _await_progress(inp: RecoveryInput, past_step: int) -> ProgressResult:
+        if inp.watch_mode is WatchMode.RETRY:
+            # The poll's own check ends it after confirm_timeout_s; the schedule-to-close
+            # limit is only a backstop for a fleet that stops answering.
+            return await workflow.execute_activity_method(
+                TrainingActivities.await_progress,
+                ProgressInput(
+                    job=inp.job,
+                    past_step=past_step,
+                    timeout_s=inp.confirm_timeout_s,
+                    hang_after_s=inp.hang_after_s,
+                    poll_s=inp.poll_s,
+                    once=True,
+                ),
+                start_to_close_timeout=_CALL,
+                schedule_to_close_timeout=timedelta(seconds=2 * inp.confirm_timeout_s + 60),
+                retry_policy=poll_retry(inp.poll_s),
+            )
+        return await workflow.execute_activity_method(
+            TrainingActivities.await_progress,
+            ProgressInput(
+                job=inp.job,
+                past_step=past_step,
+                timeout_s=inp.confirm_timeout_s,
+                hang_after_s=inp.hang_after_s,
+                poll_s=inp.poll_s,
+            ),
+            start_to_close_timeout=timedelta(seconds=inp.confirm_timeout_s + 60),
+            heartbeat_timeout=_BEAT,
+            retry_policy=MUTATION_RETRY,
         )

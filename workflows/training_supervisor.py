@@ -7,6 +7,10 @@ row without progress halt the job and alert a human instead of restarting foreve
 Everything it knows travels through continue-as-new, so history stays short over a
 54-day run. The ``status`` query answers state, failures with MTTD, MTTR and lost
 steps, and ETTR so far.
+
+With ``watch_mode=retry`` each poll is one short activity attempt and the wait
+between polls is Temporal's retry timer, not a sleep inside a running activity; a
+time-skipping server can then drive a 54-day trace in minutes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.activities.training import AlertInput, TrainingActivities, WatchInput
+    from orchestrator.activities.training import (
+        AlertInput,
+        TrainingActivities,
+        WatchInput,
+        WatchResult,
+    )
     from orchestrator.contracts.training_supervisor import (
         FailureKind,
         FailureRecord,
@@ -25,15 +34,24 @@ with workflow.unsafe.imports_passed_through():
         SupervisorInput,
         SupervisorState,
         SupervisorStatus,
+        WatchMode,
     )
+    from orchestrator.policy.ettr_observed import Outage, observed_ettr
     from orchestrator.policy.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
         crash_loop_decision,
     )
-    from workflows.training_recovery import MUTATION_RETRY, TrainingRecoveryWorkflow
+    from workflows.training_recovery import (
+        MUTATION_RETRY,
+        TrainingRecoveryWorkflow,
+        poll_retry,
+    )
 
-__all__ = ["TrainingJobSupervisorWorkflow", "ettr_so_far"]
+__all__ = ["OUTAGE_ETTR_PATCH", "TrainingJobSupervisorWorkflow", "ettr_so_far"]
+
+#: ETTR from merged outages (an unrecovered one ends at the next failure's onset)
+OUTAGE_ETTR_PATCH = "training-ettr-outages"
 
 
 def ettr_so_far(
@@ -53,6 +71,14 @@ def ettr_so_far(
     return max(wall - lost, 0.0) / wall
 
 
+def _outages(failures: list[FailureRecord]) -> list[Outage]:
+    return [
+        Outage(onset_at=f.onset_at, recovered_at=f.recovered_at, lost_steps=f.lost_steps)
+        for f in failures
+        if f.kind is not FailureKind.LAUNCH
+    ]
+
+
 @workflow.defn
 class TrainingJobSupervisorWorkflow:
     def __init__(self) -> None:
@@ -62,13 +88,21 @@ class TrainingJobSupervisorWorkflow:
         self._total: int | None = None
         self._step_s = 0.0
         self._alert: str | None = None
+        self._outage_ettr = False
 
     @workflow.query
     def status(self) -> SupervisorStatus:
         inp = self._inp
         failures = [] if inp is None else [f for f in inp.failures if f.kind != "launch"]
         ettr = None
-        if inp is not None and inp.started_at is not None:
+        if inp is not None and inp.started_at is not None and self._outage_ettr:
+            ettr = observed_ettr(
+                _outages(inp.failures),
+                started=inp.started_at,
+                now=workflow.now(),
+                step_s=self._step_s,
+            )
+        elif inp is not None and inp.started_at is not None:
             ettr = ettr_so_far(inp.failures, inp.started_at, workflow.now(), self._step_s)
         return SupervisorStatus(
             job="" if inp is None else inp.job,
@@ -85,6 +119,7 @@ class TrainingJobSupervisorWorkflow:
 
     @workflow.run
     async def run(self, inp: SupervisorInput) -> SupervisorStatus:
+        self._outage_ettr = workflow.patched(OUTAGE_ETTR_PATCH)
         if inp.started_at is None:
             inp = inp.model_copy(update={"started_at": workflow.now()})
         self._inp = inp
@@ -95,13 +130,7 @@ class TrainingJobSupervisorWorkflow:
             ):
                 workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
-            watch = await workflow.execute_activity_method(
-                TrainingActivities.watch,
-                WatchInput(job=inp.job, hang_after_s=inp.hang_after_s, poll_s=inp.poll_s),
-                start_to_close_timeout=timedelta(days=365),
-                heartbeat_timeout=timedelta(seconds=5),
-                retry_policy=MUTATION_RETRY,
-            )
+            watch = await self._watch(inp)
             job = watch.job
             self._step, self._total, self._step_s = job.step, job.total_steps, job.step_s
             self._close_attempt(inp, job.step, job.checkpoint_step)
@@ -135,7 +164,8 @@ class TrainingJobSupervisorWorkflow:
                         key_prefix=f"{workflow.info().workflow_id}/failure-{number}",
                         confirm_timeout_s=inp.confirm_timeout_s,
                         hang_after_s=inp.hang_after_s,
-                        poll_s=inp.poll_s,
+                        poll_s=inp.confirm_poll_s or inp.poll_s,
+                        watch_mode=inp.watch_mode,
                     ),
                     id=f"{workflow.info().workflow_id}-recovery-{number}",
                 )
@@ -156,6 +186,24 @@ class TrainingJobSupervisorWorkflow:
             )
             if result.reached_step is not None:
                 self._count_failed_resume(inp, resumed)
+
+    async def _watch(self, inp: SupervisorInput) -> WatchResult:
+        if inp.watch_mode is WatchMode.RETRY:
+            return await workflow.execute_activity_method(
+                TrainingActivities.watch,
+                WatchInput(
+                    job=inp.job, hang_after_s=inp.hang_after_s, poll_s=inp.poll_s, once=True
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=poll_retry(inp.poll_s),
+            )
+        return await workflow.execute_activity_method(
+            TrainingActivities.watch,
+            WatchInput(job=inp.job, hang_after_s=inp.hang_after_s, poll_s=inp.poll_s),
+            start_to_close_timeout=timedelta(days=365),
+            heartbeat_timeout=timedelta(seconds=5),
+            retry_policy=MUTATION_RETRY,
+        )
 
     def _close_attempt(self, inp: SupervisorInput, step: int, checkpoint: int | None) -> None:
         """The open attempt ends now: how far did the run it started get?"""

@@ -30,9 +30,12 @@ async def heartbeating(call: Awaitable[T]) -> T:
         return await call
 
     async def beat() -> None:
+        # Sleep first: a call that ends within a quarter of the timeout sends no heartbeat
+        # at all (a one-shot poll retried every few seconds would otherwise add an RPC to
+        # every attempt), and a longer one still beats well inside the timeout.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(HEARTBEAT_TIMEOUT.total_seconds() / 4)
+            activity.heartbeat()
 
     beats = asyncio.create_task(beat())
     try:

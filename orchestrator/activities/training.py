@@ -5,6 +5,9 @@ pure policy's, made in the workflow. Every mutation passes the caller's idempote
 key straight to the fleet, so a retried activity applies once. The two long ones
 (watch, await progress) heartbeat to Temporal on every poll, so a dead worker is
 noticed within the heartbeat timeout and the activity moves to another worker.
+With ``once`` they poll a single time instead and raise a benign, retryable
+:class:`~orchestrator.exceptions.StillWaiting` when there is nothing to report, so
+the retry policy is the poller and the workflow waits on Temporal's retry timer.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import UTC, datetime
 
 from pydantic import AwareDatetime, BaseModel, Field
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from orchestrator.activities.errors import reported
 from orchestrator.activities.training_detect import classify
@@ -26,7 +30,7 @@ from orchestrator.contracts.training import (
     TrainingJob,
 )
 from orchestrator.contracts.training_supervisor import FailureKind
-from orchestrator.exceptions import FleetNotFound
+from orchestrator.exceptions import FleetNotFound, StillWaiting
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
 from orchestrator.models import MutationResult
@@ -51,6 +55,8 @@ class WatchInput(BaseModel):
     job: str
     hang_after_s: float = Field(gt=0)
     poll_s: float = Field(gt=0)
+    #: poll once; a healthy job raises StillWaiting (the retry policy polls again)
+    once: bool = False
 
 
 class WatchResult(BaseModel):
@@ -95,6 +101,9 @@ class ProgressInput(BaseModel):
     timeout_s: float = Field(gt=0)
     hang_after_s: float = Field(gt=0)
     poll_s: float = Field(gt=0)
+    #: poll once; no progress yet raises StillWaiting (the retry policy polls again),
+    #: and ``timeout_s`` counts from the first attempt's scheduling
+    once: bool = False
 
 
 class ProgressResult(BaseModel):
@@ -118,6 +127,21 @@ def _job(cluster: TrainingCluster, name: str) -> TrainingJob:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _still_waiting(message: str) -> ApplicationError:
+    # Benign: the SDK logs it at debug level, not as a failed attempt with a traceback.
+    return ApplicationError(
+        message, type=StillWaiting.type_name(), category=ApplicationErrorCategory.BENIGN
+    )
+
+
+def _waited_s() -> float:
+    """Seconds from this activity's first scheduling to this attempt's start (0 outside one)."""
+    if not activity.in_activity():
+        return 0.0
+    info = activity.info()
+    return (info.started_time - info.scheduled_time).total_seconds()
 
 
 class TrainingActivities:
@@ -147,6 +171,8 @@ class TrainingActivities:
                 return WatchResult(
                     kind=None, onset_at=cluster.now, detected_at=cluster.now, job=job
                 )
+            if inp.once:
+                raise _still_waiting(f"job {inp.job} healthy at step {job.step}")
             activity.heartbeat(job.step)
             await asyncio.sleep(inp.poll_s)
 
@@ -192,13 +218,16 @@ class TrainingActivities:
             found = classify(cluster, job, inp.hang_after_s)
             if found is not None and found[0] is not FailureKind.LAUNCH:
                 return ProgressResult(ok=False, step=job.step, at=cluster.now, reason=found[3])
-            if loop.time() >= deadline:
+            waited = _waited_s() if inp.once else 0.0
+            if loop.time() >= deadline or waited >= inp.timeout_s:
                 return ProgressResult(
                     ok=False,
                     step=job.step,
                     at=cluster.now,
                     reason=f"no step past {inp.past_step} within {inp.timeout_s:g}s",
                 )
+            if inp.once:
+                raise _still_waiting(f"job {inp.job} not past step {inp.past_step} yet")
             activity.heartbeat(job.step)
             await asyncio.sleep(inp.poll_s)
 

@@ -25,6 +25,7 @@ __all__ = [
     "SupervisorInput",
     "SupervisorState",
     "SupervisorStatus",
+    "WatchMode",
     "supervisor_id",
 ]
 
@@ -41,6 +42,17 @@ class FailureKind(StrEnum):
     HANG = "hang"
     #: the job was never started (or was stopped by hand): the supervisor launches it
     LAUNCH = "launch"
+
+
+class WatchMode(StrEnum):
+    """How the watch and the restart confirmation poll the fleet."""
+
+    #: one long activity polls every ``poll_s`` and heartbeats to Temporal
+    HEARTBEAT = "heartbeat"
+    #: every poll is one short activity attempt; nothing to report fails it with a
+    #: retryable StillWaiting and Temporal retries after ``poll_s``, so the workflow
+    #: waits on the server's retry timer (a time-skipping server skips it)
+    RETRY = "retry"
 
 
 class SupervisorState(StrEnum):
@@ -95,6 +107,9 @@ class SupervisorInput(StrictModel):
     poll_s: float = Field(default=0.2, gt=0)
     #: how long a restarted job may take to step past its checkpoint
     confirm_timeout_s: float = Field(default=120.0, gt=0)
+    watch_mode: WatchMode = WatchMode.HEARTBEAT
+    #: how often a restart's progress is read (None: ``poll_s``)
+    confirm_poll_s: float | None = Field(default=None, gt=0)
     crash_loop_limit: int = Field(default=3, ge=1)
     #: continue-as-new after this many failures (history stays short)
     failures_per_run: int = Field(default=25, ge=1)
@@ -120,6 +135,7 @@ class RecoveryInput(StrictModel):
     confirm_timeout_s: float = Field(gt=0)
     hang_after_s: float = Field(gt=0)
     poll_s: float = Field(gt=0)
+    watch_mode: WatchMode = WatchMode.HEARTBEAT
 
 
 class RecoveryResult(StrictModel):

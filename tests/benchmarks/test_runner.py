@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 import benchmarks.__main__ as suite
-from benchmarks.__main__ import classify, command, discover, main, supports_quick
+from benchmarks.__main__ import (
+    classify,
+    command,
+    discover,
+    main,
+    supports_quick,
+    timeout_for,
+)
 
 ROOT = Path(suite.__file__).resolve().parents[1]
 
@@ -183,3 +190,18 @@ class TestWhy:
     def test_the_last_line_without_a_traceback(self) -> None:
         assert suite.why("starting\nlab did not start\n\n") == "lab did not start"
         assert suite.why("") is None
+
+
+class TestTimeout:
+    """A benchmark may declare it needs longer than the suite's timeout, never shorter."""
+
+    def test_declared_timeout(self, tmp_path: Path) -> None:
+        folder = _folder(
+            tmp_path,
+            long="SUITE_TIMEOUT_S = 2_400.0\n",
+            short="SUITE_TIMEOUT_S = 10\n",
+            plain="print('hi')\n",
+        )
+        assert timeout_for(folder / "long.py", 900.0) == 2400.0
+        assert timeout_for(folder / "short.py", 900.0) == 900.0
+        assert timeout_for(folder / "plain.py", 900.0) == 900.0

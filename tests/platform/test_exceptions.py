@@ -30,6 +30,7 @@ class TestHierarchy:
             "OverrideConflict",
             "PolicyError",
             "RunbookError",
+            "StillWaiting",
             "TemporalUnreachable",
             "UnsafeRequest",
             "VersionConflict",
@@ -46,6 +47,8 @@ class TestHierarchy:
         assert not VersionConflict("x").retryable
         assert "VersionConflict" in NON_RETRYABLE_ERROR_TYPES
         assert "FleetUnavailable" not in NON_RETRYABLE_ERROR_TYPES
+        # A poll that saw nothing yet is retried: the retry policy is the poller.
+        assert "StillWaiting" not in NON_RETRYABLE_ERROR_TYPES
         assert issubclass(VersionConflict, FleetRejected)
 
     def test_every_documented_class_is_drawn_in_the_docstring(self) -> None:

@@ -1,0 +1,151 @@
+"""The trace-driven training fleet: the simulation's job, observable through the fleet contract."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from orchestrator.contracts.training import JobState, QuarantineRequest, StartJobRequest
+from orchestrator.exceptions import FleetNotFound, FleetRejected
+from orchestrator.fleet.protocol import Fleet
+from orchestrator.lab.training.trace import (
+    FailureTrace,
+    TraceFleet,
+    TraceJob,
+    activity_clock,
+    trace_from_simulation,
+)
+from orchestrator.policy.ettr import FailureModel
+from orchestrator.policy.ettr_sim import SimulationParams, failure_traces
+
+EPOCH = 1_800_000_000.0
+JOB = TraceJob(name="j", hosts=4, step_s=1.0, checkpoint_every=100, restart_s=50.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = EPOCH
+
+    def __call__(self) -> float:
+        return self.t
+
+    def at(self, s: float) -> None:
+        self.t = EPOCH + s
+
+
+def fleet(failures: list[float], kinds: list[str] | None = None) -> tuple[TraceFleet, Clock]:
+    clock = Clock()
+    trace = FailureTrace(
+        horizon_s=10_000.0,
+        failures_s=failures,
+        kinds=kinds or ["crash"] * len(failures),  # type: ignore[arg-type]
+        host_picks=[1] * len(failures),
+    )
+    return TraceFleet(JOB, trace, clock=clock, epoch=EPOCH), clock
+
+
+async def job(f: TraceFleet):  # type: ignore[no-untyped-def]
+    return (await f.training_cluster()).jobs[0]
+
+
+class TestTheJob:
+    """It runs from time 0 without a restart, checkpoints every ``checkpoint_every`` steps,
+    and a failure kills it at the failure's time, however late the fleet is read."""
+
+    async def test_runs_and_checkpoints(self) -> None:
+        f, clock = fleet([])
+        clock.at(250.5)
+        j = await job(f)
+        assert (j.state, j.step, j.checkpoint_step) == (JobState.RUNNING, 250, 200)
+        ckpts = await f.training_checkpoints("j")
+        assert [c.step for c in ckpts.checkpoints] == [100, 200]
+
+    async def test_failure_freezes_the_run_at_its_time(self) -> None:
+        f, clock = fleet([330.0])
+        clock.at(400.0)
+        j = await job(f)
+        assert j.state is JobState.CRASHED and j.step == 330 and j.checkpoint_step == 300
+        assert j.ended_at is not None and j.ended_at.timestamp() == EPOCH + 330.0
+        assert f.counts.hits == 1
+
+    async def test_gpu_failure_breaks_a_host_until_repaired(self) -> None:
+        f, clock = fleet([10.0], ["gpu"])
+        clock.at(20.0)
+        cluster = await f.training_cluster()
+        broken = [h.name for h in cluster.hosts if h.healthy_gpus < h.gpus]
+        assert broken == [cluster.jobs[0].hosts[1]]
+        clock.at(10.0 + f.repair_s)
+        assert all(h.healthy_gpus == h.gpus for h in (await f.training_cluster()).hosts)
+
+    async def test_restart_loads_for_restart_s_then_steps(self) -> None:
+        f, clock = fleet([150.0])
+        clock.at(200.0)
+        hosts = [h.name for h in (await f.training_cluster()).hosts if h.job is None][:4]
+        req = StartJobRequest(job="j", hosts=hosts, checkpoint_step=100)
+        await f.start_training_job(req, idempotency_key="k")
+        await f.start_training_job(req, idempotency_key="k")  # applies once
+        assert f.counts.starts == 1
+        clock.at(249.0)
+        assert (await job(f)).step == 100
+        clock.at(260.5)
+        j = await job(f)
+        assert j.state is JobState.RUNNING and j.step == 110 and j.hosts == sorted(hosts)
+
+    async def test_failure_while_down_kills_the_next_run_as_it_starts(self) -> None:
+        f, clock = fleet([150.0, 170.0])
+        clock.at(200.0)
+        hosts = [h.name for h in (await f.training_cluster()).hosts if h.job is None][:4]
+        await f.start_training_job(
+            StartJobRequest(job="j", hosts=hosts, checkpoint_step=100), idempotency_key="k"
+        )
+        j = await job(f)
+        assert j.state is JobState.CRASHED and j.ended_at is not None
+        assert j.ended_at.timestamp() == EPOCH + 200.0
+        assert (f.counts.hits, f.counts.deferred) == (1, 1)
+
+    async def test_finished_at_the_horizon(self) -> None:
+        f, clock = fleet([])
+        clock.at(10_000.0)
+        assert (await job(f)).state is JobState.FINISHED
+
+
+class TestContract:
+    """It is a Fleet; it refuses what the lab refuses; the non-training calls raise."""
+
+    async def test_is_a_fleet(self) -> None:
+        f, _ = fleet([])
+        assert isinstance(f, Fleet)
+        with pytest.raises(FleetNotFound):
+            await f.topology()
+
+    async def test_start_on_a_quarantined_host_is_refused(self) -> None:
+        f, clock = fleet([10.0])
+        clock.at(20.0)
+        cluster = await f.training_cluster()
+        free = [h.name for h in cluster.hosts if h.job is None][:4]
+        until = cluster.now + timedelta(hours=1)
+        await f.quarantine_host(
+            QuarantineRequest(host=free[0], reason="gpu", until=until), idempotency_key="q"
+        )
+        with pytest.raises(FleetRejected):
+            await f.start_training_job(StartJobRequest(job="j", hosts=free), idempotency_key="s")
+
+    def test_activity_clock_outside_an_activity(self) -> None:
+        assert activity_clock(lambda: 42.0)() == 42.0
+
+
+class TestTraceFromSimulation:
+    """The trace is the simulation's first trace for the seed, with a kind and host each."""
+
+    def test_same_times_as_the_simulation(self) -> None:
+        params = SimulationParams(
+            failures=FailureModel(gpus=16_384, failures_per_1000_node_days=3.79),
+            days=3.0,
+            interval_s=1800.0,
+        )
+        trace = trace_from_simulation(params, seed=7)
+        expected = failure_traces(params, 1, 7)[0]
+        assert np.array_equal(np.asarray(trace.failures_s), expected)
+        assert len(trace.kinds) == len(trace.host_picks) == expected.size
