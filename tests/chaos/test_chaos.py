@@ -12,7 +12,8 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from tests.chaos.harness import SCENARIOS, ChaosPlan, TrialResult, run_trial
+from tests.chaos.harness import ChaosPlan, TrialResult, run_trial
+from tests.chaos.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.slow
 

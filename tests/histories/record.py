@@ -32,7 +32,7 @@ from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
 from orchestrator.runbook.lint import load_runbook
-from tests.chaos.harness import wait_converged_handle
+from tests.chaos.traffic_scenarios import wait_converged_handle
 from tests.fixtures.lab import launch_lab
 from tests.fixtures.ports import free_port
 from tests.fixtures.temporal import new_worker
