@@ -42,6 +42,7 @@ from temporalio.client import Client
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig, load_config
+from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import AuditEntry
 from orchestrator.temporal import data_converter
 from tests.fixtures.lab import RunningLab, launch_lab
@@ -89,6 +90,8 @@ class TrialResult:
     #: routing writes that repeated the previous table (see :func:`redundant_publishes`)
     redundant_publishes: int = 0
     problems: list[str] = field(default_factory=list)
+    #: the scenario's own numbers (:meth:`Scenario.details`)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +146,8 @@ class ChaosStack:
     fleet: HttpFleet
     task_queue: str
     notes: dict[str, Any] = field(default_factory=dict)
+    #: when the monkey killed the worker (``time.time()``, the in-process lab's clock too)
+    kill_times: list[float] = field(default_factory=list)
 
     async def set_faults(self, rate: float) -> None:
         body = {"api_error_rate": rate / 2, "api_hang_rate": rate / 2, "api_hang_s": HANG_S}
@@ -172,7 +177,9 @@ class ChaosStack:
 
 @contextlib.asynccontextmanager
 async def chaos_stack(
-    initial_routing: str = "nearest", total_rps: float | None = None
+    initial_routing: str = "nearest",
+    total_rps: float | None = None,
+    training: TrainingLabConfig | None = None,
 ) -> AsyncIterator[ChaosStack]:
     with tempfile.TemporaryDirectory(prefix="chaos-") as name:
         tmp = Path(name)
@@ -183,6 +190,8 @@ async def chaos_stack(
         config = load_config(None).model_copy(update={"initial_routing": initial_routing})
         if total_rps is not None:
             config = config.model_copy(update={"demand": DemandConfig(total_rps=total_rps)})
+        if training is not None:
+            config = config.model_copy(update={"training": training})
         lab = await asyncio.to_thread(launch_lab, config, mode="model", faults=True)
         queue = f"chaos-{os.getpid()}-{random.randrange(1 << 30):x}"
         env = {
@@ -212,12 +221,21 @@ async def chaos_stack(
             await asyncio.to_thread(server.stop)
 
 
-async def monkey(stack: ChaosStack, plan: ChaosPlan, counts: Counter[str]) -> None:
-    """Kill the worker ``plan.kills`` times at seeded random moments, restarting it each time."""
+async def monkey(
+    stack: ChaosStack, plan: ChaosPlan, counts: Counter[str], scenario: Scenario | None = None
+) -> None:
+    """Kill the worker ``plan.kills`` times at seeded random moments, restarting it each time.
+
+    The moments are random gaps unless the scenario aims them (:meth:`Scenario.next_kill`).
+    """
     rng = random.Random(plan.seed)
     for n in range(plan.kills):
-        await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
+        if scenario is None:
+            await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
+        else:
+            await scenario.next_kill(plan, rng)
         stack.worker.kill()
+        stack.kill_times.append(time.time())
         counts["kills"] += 1
         if plan.server_restart_after is not None and n + 1 == plan.server_restart_after:
             await stack.restart_server()
@@ -311,6 +329,8 @@ class Scenario(ABC):
     limit_s: ClassVar[float] = 150.0
     #: the lab's edge demand in model mode; None: the default config's
     total_rps: ClassVar[float | None] = None
+    #: the lab's training cluster; None: the default config's
+    training: ClassVar[TrainingLabConfig | None] = None
 
     async def prepare(self, stack: ChaosStack) -> None:  # noqa: B027 (optional hook)
         """Set up before the chaos starts (faults off, worker steady)."""
@@ -323,6 +343,14 @@ class Scenario(ABC):
     async def verify(self, stack: ChaosStack) -> list[str]:
         """Problems with the end state (faults are off by now); empty when right."""
 
+    def details(self, stack: ChaosStack) -> dict[str, Any]:
+        """Numbers of this scenario's own worth reporting (after ``verify``)."""
+        return {}
+
+    async def next_kill(self, plan: ChaosPlan, rng: random.Random) -> None:
+        """Wait for the monkey's next kill: a random gap from the plan unless overridden."""
+        await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
+
 
 async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
     """One scenario on a fresh stack under ``plan``; never raises for a failed run."""
@@ -330,10 +358,11 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
     started = time.monotonic()
     problems: list[str] = []
     mutations = redundant = 0
-    async with chaos_stack(total_rps=scenario.total_rps) as stack:
+    details: dict[str, Any] = {}
+    async with chaos_stack(total_rps=scenario.total_rps, training=scenario.training) as stack:
         await scenario.prepare(stack)
         await stack.set_faults(plan.api_fault_rate)
-        chaos = asyncio.create_task(monkey(stack, plan, counts))
+        chaos = asyncio.create_task(monkey(stack, plan, counts, scenario))
         try:
             await scenario.run(stack)
             # Every planned kill happens even when the run is quick: the last
@@ -356,6 +385,7 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
         mutations = len(entries)
         problems += audit_problems(entries)
         redundant = len(redundant_publishes(entries))
+        details = scenario.details(stack)
         if problems:
             log = (stack.tmp / "worker.log").read_text(errors="replace")[-1500:]
             problems.append(f"worker log tail: {log}")
@@ -369,4 +399,5 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
         mutations=mutations,
         redundant_publishes=redundant,
         problems=problems,
+        details=details,
     )
