@@ -12,7 +12,7 @@ step applied under two runs, and the scenario's own end state; publishes that
 repeat the table before them are counted.
 
 A new workflow type is one small :class:`Scenario` subclass in its own module
-(``traffic_scenarios.py``): ``prepare`` (before the
+(``traffic_scenarios.py``, ``training_scenario.py``): ``prepare`` (before the
 chaos), ``run`` (under the chaos, returns when the workflow is done) and
 ``verify`` (problems found, empty when right); add it to ``SCENARIOS`` in
 :mod:`tests.chaos.scenarios`.
@@ -287,14 +287,18 @@ def redundant_publishes(entries: list[AuditEntry]) -> list[str]:
 
 def repeated_changes(entries: list[AuditEntry]) -> list[str]:
     """The same change applied twice under different keys: a shard moved to the same
-    region again, a batch job started (or stopped) again. A drain and its restore
-    move each shard out once and back once, and flip each job once each way."""
+    region again, a batch job started (or stopped) again, a host quarantined again. A
+    drain and its restore move each shard out once and back once, and flip each job
+    once each way; a training recovery quarantines each failed host once (the chaos
+    trials release none)."""
     changes: Counter[str] = Counter()
     for e in entries:
         if e.kind == "shard-move":
             changes.update(f"{s} -> {e.request['to_region']}" for s in e.request["shards"])
         elif e.kind == "batch-job":
             changes[f"{e.request['action']} {e.request['job']}"] += 1
+        elif e.kind == "host-quarantine":
+            changes[f"quarantine {e.request['host']}"] += 1
     return [f"{change} applied {n} times" for change, n in changes.items() if n > 1]
 
 

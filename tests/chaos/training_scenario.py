@@ -5,9 +5,10 @@ training job (no trainer processes: progress is computed from the clock) and, un
 the harness's chaos (worker SIGKILLs, 30% of fleet calls failing or hanging),
 injects one training failure after another: a GPU error, a host down, a hung
 trainer, a building power loss, another GPU error. Each is injected once the
-previous one is recovered and the job has checkpointed past the step it failed at
-(so the crash-loop guard rightly sees progress). Few failures per run, so the
-supervisor continues-as-new under the chaos too.
+previous recovery has restarted the job and the job has checkpointed past the step
+it failed at (so the crash-loop guard rightly sees progress). The monkey aims one
+kill within 2.5 s of each fault. Two failures per run, so the supervisor
+continues-as-new under the chaos too.
 
 Afterwards the lab's audit log must show each failure's recovery applied exactly
 once: one stop and one start per failure number (launch included), one quarantine
@@ -40,7 +41,7 @@ from orchestrator.contracts.training_supervisor import (
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
 from orchestrator.models import AuditEntry
-from tests.chaos.harness import ChaosPlan, ChaosStack, Scenario
+from tests.chaos.harness import ChaosPlan, ChaosStack, Scenario, repeated_changes
 
 __all__ = ["FAULTS", "TrainingRecovery", "training_problems"]
 
@@ -200,7 +201,7 @@ class TrainingRecovery(Scenario):
             response.raise_for_status()
             faults = [f for f in response.json() if f["kind"] in {k for k, _ in FAULTS}]
         entries = await stack.read(stack.fleet.audit)
-        return training_problems(final, job, entries, faults)
+        return training_problems(final, job, entries, faults) + repeated_changes(entries)
 
     def details(self, stack: ChaosStack) -> dict[str, Any]:
         injected = stack.notes.get("injected", [])
@@ -285,8 +286,11 @@ def training_problems(
     # failure-1 is the launch; failure n+1 is the n-th injected fault.
     for number in range(1, len(FAULTS) + 2):
         for kind in ("training-stop", "training-start"):
-            if per_failure[(number, kind)] != 1:
-                problems.append(f"failure {number}: {kind} applied {per_failure[(number, kind)]}x")
+            n = per_failure[(number, kind)]
+            if n == 0:
+                problems.append(f"failure {number}: no {kind}")
+            elif n > 1:
+                problems.append(f"failure {number}: {kind} applied {n} times")
     gpu_hosts = sorted(f["target"].split("/")[0] for f in faults if f["kind"] == "gpu-error")
     if sorted(quarantined) != gpu_hosts:
         problems.append(f"quarantined {sorted(quarantined)}, GPU errors were on {gpu_hosts}")
