@@ -133,6 +133,8 @@ async def record() -> list[Path]:
                 await supervisor.result()
                 await save("training_supervisor", supervisor.id)
                 await save("training_recovery", f"{supervisor.id}-recovery-1")
+                # The GPU error's recovery: stop, quarantine, read, start, confirm.
+                await save("training_recovery_gpu", f"{supervisor.id}-recovery-2")
                 await client.get_workflow_handle("rebalancer").terminate("recorded")
         finally:
             await fleet.aclose()
