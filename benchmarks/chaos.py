@@ -3,9 +3,12 @@
 Each trial is one scenario of ``tests/chaos/harness.py`` on a fresh stack (dev
 server from a ``--db-file``, model lab with faults, ``orchestrator worker`` as a
 subprocess). The full run makes at least 20 kills per workflow type (drain +
-restore, rebalancer epochs, load test), restarts the dev server once in every
-drain trial, and keeps 30% of fleet-API calls failing or timing out throughout.
-Trials of one round run at the same time (they mostly wait on timers).
+restore, rebalancer epochs, load test, training recovery), restarts the dev
+server once in every drain trial, and keeps 30% of fleet-API calls failing or
+timing out throughout. The training trials inject five failures each (GPU
+errors, a host down, a hang, a building power loss) and aim a kill at each
+one's recovery. Trials of one round run at the same time (they mostly wait on
+timers).
 
 Target: every run ends in the right state, zero duplicate mutations in the
 audit log. Baseline, measured in the same run: one trial per scenario with no
@@ -26,7 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos.harness import SCENARIOS, ChaosPlan, TrialResult, run_trial  # noqa: E402
+from tests.chaos.harness import ChaosPlan, TrialResult, run_trial  # noqa: E402
+from tests.chaos.scenarios import SCENARIOS  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "chaos.json"
 
@@ -51,7 +55,8 @@ async def main(quick: bool) -> dict[str, Any]:
     trials: list[TrialResult] = []
     for n in range(rounds):
         trials += await round_of(seed=100 * (n + 1), kills=kills, fault_rate=0.3)
-        print(f"round {n + 1}/{rounds}: {[(t.scenario, t.ok, t.kills) for t in trials[-3:]]}")
+        done = trials[-len(SCENARIOS) :]
+        print(f"round {n + 1}/{rounds}: {[(t.scenario, t.ok, t.kills) for t in done]}")
     per_type: dict[str, Any] = {}
     for name in SCENARIOS:
         mine = [t for t in trials if t.scenario == name]
@@ -66,6 +71,9 @@ async def main(quick: bool) -> dict[str, Any]:
             "baseline_trial_s": next(b.duration_s for b in baseline if b.scenario == name),
             "baseline_ok": next(b.ok for b in baseline if b.scenario == name),
         }
+        # A scenario's own counts (training: faults injected, recovered, kills in a recovery).
+        for key in sorted({k for t in mine for k, v in t.details.items() if type(v) is int}):
+            per_type[name][key] = sum(t.details.get(key, 0) for t in mine)
     report = {
         "quick": quick,
         "api_fault_rate": 0.3,
@@ -99,6 +107,12 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "mutations applied twice (audit log)",
                 sum(" applied " in p for t in types for p in t["duplicate_or_wrong"]),
                 "mutations",
+                Target.equal(0, "none"),
+            ),
+            claim(
+                "injected training failures not recovered",
+                sum(t.get("faults_injected", 0) - t.get("failures_recovered", 0) for t in types),
+                "failures",
                 Target.equal(0, "none"),
             ),
             claim(

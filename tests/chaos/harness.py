@@ -11,10 +11,11 @@ audit log and state are checked: no idempotency key applied twice, no logical
 step applied under two runs, and the scenario's own end state; publishes that
 repeat the table before them are counted.
 
-A new workflow type is one small :class:`Scenario` subclass: ``prepare``
-(before the chaos), ``run`` (under the chaos, returns when the workflow is
-done) and ``verify`` (problems found, empty when right); add it to
-``SCENARIOS``.
+A new workflow type is one small :class:`Scenario` subclass in its own module
+(``traffic_scenarios.py``, ``training_scenario.py``): ``prepare`` (before the
+chaos), ``run`` (under the chaos, returns when the workflow is done) and
+``verify`` (problems found, empty when right); add it to ``SCENARIOS`` in
+:mod:`tests.chaos.scenarios`.
 """
 
 from __future__ import annotations
@@ -36,18 +37,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig, load_config
+from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import AuditEntry
 from orchestrator.temporal import data_converter
 from tests.fixtures.lab import RunningLab, launch_lab
 from tests.fixtures.ports import free_port
 
 __all__ = [
-    "SCENARIOS",
     "ChaosPlan",
     "ChaosStack",
     "Scenario",
@@ -89,6 +90,8 @@ class TrialResult:
     #: routing writes that repeated the previous table (see :func:`redundant_publishes`)
     redundant_publishes: int = 0
     problems: list[str] = field(default_factory=list)
+    #: the scenario's own numbers (:meth:`Scenario.details`)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +146,8 @@ class ChaosStack:
     fleet: HttpFleet
     task_queue: str
     notes: dict[str, Any] = field(default_factory=dict)
+    #: when the monkey killed the worker (``time.time()``, the in-process lab's clock too)
+    kill_times: list[float] = field(default_factory=list)
 
     async def set_faults(self, rate: float) -> None:
         body = {"api_error_rate": rate / 2, "api_hang_rate": rate / 2, "api_hang_s": HANG_S}
@@ -172,7 +177,9 @@ class ChaosStack:
 
 @contextlib.asynccontextmanager
 async def chaos_stack(
-    initial_routing: str = "nearest", total_rps: float | None = None
+    initial_routing: str = "nearest",
+    total_rps: float | None = None,
+    training: TrainingLabConfig | None = None,
 ) -> AsyncIterator[ChaosStack]:
     with tempfile.TemporaryDirectory(prefix="chaos-") as name:
         tmp = Path(name)
@@ -183,6 +190,8 @@ async def chaos_stack(
         config = load_config(None).model_copy(update={"initial_routing": initial_routing})
         if total_rps is not None:
             config = config.model_copy(update={"demand": DemandConfig(total_rps=total_rps)})
+        if training is not None:
+            config = config.model_copy(update={"training": training})
         lab = await asyncio.to_thread(launch_lab, config, mode="model", faults=True)
         queue = f"chaos-{os.getpid()}-{random.randrange(1 << 30):x}"
         env = {
@@ -212,12 +221,21 @@ async def chaos_stack(
             await asyncio.to_thread(server.stop)
 
 
-async def monkey(stack: ChaosStack, plan: ChaosPlan, counts: Counter[str]) -> None:
-    """Kill the worker ``plan.kills`` times at seeded random moments, restarting it each time."""
+async def monkey(
+    stack: ChaosStack, plan: ChaosPlan, counts: Counter[str], scenario: Scenario | None = None
+) -> None:
+    """Kill the worker ``plan.kills`` times at seeded random moments, restarting it each time.
+
+    The moments are random gaps unless the scenario aims them (:meth:`Scenario.next_kill`).
+    """
     rng = random.Random(plan.seed)
     for n in range(plan.kills):
-        await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
+        if scenario is None:
+            await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
+        else:
+            await scenario.next_kill(plan, rng)
         stack.worker.kill()
+        stack.kill_times.append(time.time())
         counts["kills"] += 1
         if plan.server_restart_after is not None and n + 1 == plan.server_restart_after:
             await stack.restart_server()
@@ -269,14 +287,18 @@ def redundant_publishes(entries: list[AuditEntry]) -> list[str]:
 
 def repeated_changes(entries: list[AuditEntry]) -> list[str]:
     """The same change applied twice under different keys: a shard moved to the same
-    region again, a batch job started (or stopped) again. A drain and its restore
-    move each shard out once and back once, and flip each job once each way."""
+    region again, a batch job started (or stopped) again, a host quarantined again. A
+    drain and its restore move each shard out once and back once, and flip each job
+    once each way; a training recovery quarantines each failed host once (the chaos
+    trials release none)."""
     changes: Counter[str] = Counter()
     for e in entries:
         if e.kind == "shard-move":
             changes.update(f"{s} -> {e.request['to_region']}" for s in e.request["shards"])
         elif e.kind == "batch-job":
             changes[f"{e.request['action']} {e.request['job']}"] += 1
+        elif e.kind == "host-quarantine":
+            changes[f"quarantine {e.request['host']}"] += 1
     return [f"{change} applied {n} times" for change, n in changes.items() if n > 1]
 
 
@@ -311,6 +333,8 @@ class Scenario(ABC):
     limit_s: ClassVar[float] = 150.0
     #: the lab's edge demand in model mode; None: the default config's
     total_rps: ClassVar[float | None] = None
+    #: the lab's training cluster; None: the default config's
+    training: ClassVar[TrainingLabConfig | None] = None
 
     async def prepare(self, stack: ChaosStack) -> None:  # noqa: B027 (optional hook)
         """Set up before the chaos starts (faults off, worker steady)."""
@@ -323,209 +347,13 @@ class Scenario(ABC):
     async def verify(self, stack: ChaosStack) -> list[str]:
         """Problems with the end state (faults are off by now); empty when right."""
 
+    def details(self, stack: ChaosStack) -> dict[str, Any]:
+        """Numbers of this scenario's own worth reporting (after ``verify``)."""
+        return {}
 
-async def start_rebalancer(
-    stack: ChaosStack, epochs_per_run: int = 200
-) -> WorkflowHandle[Any, Any]:
-    from orchestrator.contracts.rebalancer import RebalancerInput
-    from workflows.rebalancer import TrafficRebalanceWorkflow
-
-    return await stack.client.start_workflow(
-        TrafficRebalanceWorkflow.run,
-        RebalancerInput(epoch_s=0.5, window_s=5, epochs_per_run=epochs_per_run),
-        id="rebalancer",  # the id the worker's override activities address
-        task_queue=stack.task_queue,
-    )
-
-
-async def wait_converged(stack: ChaosStack, limit_s: float) -> None:
-    """Until the rebalancer's last two epochs changed nothing (queries retried through kills)."""
-    await wait_converged_handle(stack.client.get_workflow_handle("rebalancer"), limit_s)
-
-
-async def wait_converged_handle(handle: WorkflowHandle[Any, Any], limit_s: float) -> None:
-    from workflows.rebalancer import TrafficRebalanceWorkflow
-
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            status = await asyncio.wait_for(handle.query(TrafficRebalanceWorkflow.status), 5)
-            last = status.epochs[-2:]
-            if len(status.epochs) >= 3 and all(e.outcome == "unchanged" for e in last):
-                return
-        await asyncio.sleep(0.3)
-    raise TimeoutError(f"rebalancer did not converge within {limit_s:g}s")
-
-
-async def spread(stack: ChaosStack) -> float:
-    health = await stack.read(lambda: stack.fleet.health(5))
-    utils = [r.utilization for r in health.regions if r.utilization is not None]
-    return max(utils) - min(utils)
-
-
-class RebalanceEpochs(Scenario):
-    """From nearest-region routing the rebalancer converges, continuing-as-new on the way."""
-
-    name = "rebalance"
-
-    async def run(self, stack: ChaosStack) -> None:
-        stack.notes["spread_before"] = await spread(stack)
-        # Few epochs per run, so continue-as-new happens under the chaos too.
-        await start_rebalancer(stack, epochs_per_run=8)
-        await wait_converged(stack, self.limit_s)
-
-    async def verify(self, stack: ChaosStack) -> list[str]:
-        problems = []
-        after = await spread(stack)
-        if after >= 0.03:
-            problems.append(f"utilization spread {after:.3f} >= 0.03 after convergence")
-        if stack.notes["spread_before"] < 0.1:
-            problems.append("the lab started balanced: nothing was tested")
-        routing = [e for e in await stack.read(stack.fleet.audit) if e.kind == "routing"]
-        if not routing:
-            problems.append("the rebalancer never published")
-        return problems
-
-
-class DrainRestore(Scenario):
-    """region-drain then region-restore: drained in between, the original table after."""
-
-    name = "drain"
-    region = "eu-west"
-    # Two drains' worth of steps, gates and a dev-server restart: the full benchmark's
-    # trials took 134 s on average, and one CI run on a busy machine passed 150 s.
-    limit_s = 300.0
-    # The default demand leaves the other two regions no room for eu-west's load, so
-    # the capacity check (rightly) refuses; this much lets a drain start.
-    total_rps = 120.0
-
-    async def prepare(self, stack: ChaosStack) -> None:
-        await start_rebalancer(stack)
-        await wait_converged(stack, 60)
-        stack.notes["routing"] = (await stack.read(stack.fleet.routing)).fractions
-        stack.notes["topology"] = await stack.read(stack.fleet.topology)
-
-    async def _runbook(self, stack: ChaosStack, name: str, restore_of: str | None = None) -> str:
-        from orchestrator.contracts.runbook import RunbookRunInput
-        from orchestrator.runbook.lint import load_runbook
-        from workflows.runbook import RunbookWorkflow
-
-        rb = load_runbook(
-            ROOT
-            / "runbooks"
-            / f"{name}.yaml",  # The model lab's queues put p99 near 250 ms once one region is gone;
-            # the gates are not what this measures, so their SLO is loose.
-            {"region": self.region, "step_wait": "0.3s", "slo_p99_ms": 2000},
-        )
-        handle = await stack.client.start_workflow(
-            RunbookWorkflow.run,
-            RunbookRunInput(runbook=rb, mode="drill", requested_by="chaos", restore_of=restore_of),
-            id=f"{name}-{self.region}",
-            task_queue=stack.task_queue,
-        )
-        report = await asyncio.wait_for(handle.result(), self.limit_s)
-        return str(report.outcome)
-
-    async def run(self, stack: ChaosStack) -> None:
-        stack.notes["drain"] = await self._runbook(stack, "region-drain")
-        table = (await stack.read(stack.fleet.routing)).fractions
-        topo = await stack.read(stack.fleet.topology)
-        stack.notes["drained"] = {
-            "share": max(s.get(self.region, 0.0) for s in table.values()),
-            "sessions": topo.service_weights.get(f"{self.region}/sessions"),
-            "primaries": sum(1 for s in topo.shards if s.primary == self.region),
-            "jobs": sum(1 for j in topo.batch_jobs if j.region == self.region and j.running),
-        }
-        stack.notes["restore"] = await self._runbook(
-            stack, "region-restore", restore_of=f"region-drain-{self.region}"
-        )
-
-    async def verify(self, stack: ChaosStack) -> list[str]:
-        problems = []
-        if stack.notes["drain"] != "completed" or stack.notes["restore"] != "completed":
-            problems.append(f"drain {stack.notes['drain']}, restore {stack.notes['restore']}")
-        drained = stack.notes["drained"]
-        if drained != {"share": 0.0, "sessions": 0.0, "primaries": 0, "jobs": 0}:
-            problems.append(f"{self.region} not fully drained: {drained}")
-        await wait_converged(stack, 60)
-        diff = max_difference(
-            (await stack.read(stack.fleet.routing)).fractions, stack.notes["routing"]
-        )
-        # The restore publishes the very table recorded before the drain.
-        if diff > 1e-6:
-            problems.append(f"routing {diff:.3g} away from the original table after restore")
-        before, after = stack.notes["topology"], await stack.read(stack.fleet.topology)
-        if effective_weights(after) != effective_weights(before):
-            problems.append("service weights differ from before the drain")
-        if sorted((s.id, s.primary) for s in after.shards) != sorted(
-            (s.id, s.primary) for s in before.shards
-        ):
-            problems.append("kv primaries differ from before the drain")
-        if [(j.name, j.running) for j in after.batch_jobs] != [
-            (j.name, j.running) for j in before.batch_jobs
-        ]:
-            problems.append("batch jobs differ from before the drain")
-        return problems + repeated_changes(await stack.read(stack.fleet.audit))
-
-
-class LoadTest(Scenario):
-    """LiveLoadTestWorkflow ramps a region and puts its routing back."""
-
-    name = "loadtest"
-    region = "eu-west"
-
-    async def prepare(self, stack: ChaosStack) -> None:
-        await start_rebalancer(stack)
-        await wait_converged(stack, 60)
-        stack.notes["routing"] = (await stack.read(stack.fleet.routing)).fractions
-
-    async def run(self, stack: ChaosStack) -> None:
-        from orchestrator.contracts.load_test import LoadTestInput
-        from workflows.load_test import LiveLoadTestWorkflow
-
-        handle = await stack.client.start_workflow(
-            LiveLoadTestWorkflow.run,
-            LoadTestInput(
-                region=self.region,
-                p99_slo_ms=400.0,
-                max_utilization=0.9,
-                window_s=0.5,
-                settle_s=0.0,
-            ),
-            id=f"loadtest-{self.region}",
-            task_queue=stack.task_queue,
-        )
-        result = await asyncio.wait_for(handle.result(), self.limit_s)
-        stack.notes["result"] = result
-
-    async def verify(self, stack: ChaosStack) -> list[str]:
-        from workflows.rebalancer import TrafficRebalanceWorkflow
-
-        problems = []
-        result = stack.notes["result"]
-        if not result.routing_restored:
-            problems.append(f"load test says routing not restored ({result.reason})")
-        if result.steps < 1:
-            problems.append(f"load test applied no step ({result.outcome}: {result.reason})")
-        await wait_converged(stack, 60)
-        diff = max_difference(
-            (await stack.read(stack.fleet.routing)).fractions, stack.notes["routing"]
-        )
-        if diff > 0.02:
-            problems.append(f"routing {diff:.3f} away from the table before the load test")
-        status = await stack.read(
-            lambda: stack.client.get_workflow_handle("rebalancer").query(
-                TrafficRebalanceWorkflow.status
-            )
-        )
-        if status.overrides:
-            problems.append(f"overrides left behind: {[o.region for o in status.overrides]}")
-        return problems
-
-
-SCENARIOS: dict[str, type[Scenario]] = {
-    s.name: s for s in (DrainRestore, RebalanceEpochs, LoadTest)
-}
+    async def next_kill(self, plan: ChaosPlan, rng: random.Random) -> None:
+        """Wait for the monkey's next kill: a random gap from the plan unless overridden."""
+        await asyncio.sleep(rng.uniform(*plan.kill_gap_s))
 
 
 async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
@@ -534,10 +362,11 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
     started = time.monotonic()
     problems: list[str] = []
     mutations = redundant = 0
-    async with chaos_stack(total_rps=scenario.total_rps) as stack:
+    details: dict[str, Any] = {}
+    async with chaos_stack(total_rps=scenario.total_rps, training=scenario.training) as stack:
         await scenario.prepare(stack)
         await stack.set_faults(plan.api_fault_rate)
-        chaos = asyncio.create_task(monkey(stack, plan, counts))
+        chaos = asyncio.create_task(monkey(stack, plan, counts, scenario))
         try:
             await scenario.run(stack)
             # Every planned kill happens even when the run is quick: the last
@@ -560,6 +389,7 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
         mutations = len(entries)
         problems += audit_problems(entries)
         redundant = len(redundant_publishes(entries))
+        details = scenario.details(stack)
         if problems:
             log = (stack.tmp / "worker.log").read_text(errors="replace")[-1500:]
             problems.append(f"worker log tail: {log}")
@@ -573,4 +403,5 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
         mutations=mutations,
         redundant_publishes=redundant,
         problems=problems,
+        details=details,
     )

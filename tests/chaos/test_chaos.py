@@ -12,7 +12,8 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from tests.chaos.harness import SCENARIOS, ChaosPlan, TrialResult, run_trial
+from tests.chaos.harness import ChaosPlan, TrialResult, run_trial
+from tests.chaos.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +24,7 @@ async def trials() -> dict[str, TrialResult]:
         "drain": ChaosPlan(seed=11, kills=2, server_restart_after=1),
         "rebalance": ChaosPlan(seed=12, kills=2),
         "loadtest": ChaosPlan(seed=13, kills=1, server_restart_after=1),
+        "training": ChaosPlan(seed=14, kills=3),
     }
     results = await asyncio.gather(
         *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items())
@@ -62,3 +64,20 @@ class TestLoadTestSurvivesCrashes:
         assert result.problems == [] and result.ok
         assert result.kills == 1 and result.server_restarts == 1
         assert result.mutations > 0
+
+
+class TestTrainingRecoverySurvivesCrashes:
+    """#9: a supervised training job (model mode) takes a GPU error, a host down, a hung
+    trainer, a building power loss and another GPU error while the worker is SIGKILLed three
+    times (each within 2.5 s of a fault, so in its detection or recovery) and 30% of fleet
+    calls fail: the supervisor records every failure with the kind injected and recovers it,
+    the job finishes all its steps, and each recovery's stop, quarantine and start apply
+    once: one start per failure, as many runs of the job as starts."""
+
+    async def test_every_failure_recovered_once(self, trials: dict[str, TrialResult]) -> None:
+        result = trials["training"]
+        assert result.problems == [] and result.ok
+        assert result.kills == 3
+        assert result.details["faults_injected"] == result.details["failures_recovered"] == 5
+        # launch + 5 recoveries: a stop and a start each, and a quarantine per GPU error
+        assert result.mutations == 6 * 2 + 2

@@ -32,7 +32,7 @@ from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
 from orchestrator.runbook.lint import load_runbook
-from tests.chaos.harness import wait_converged_handle
+from tests.chaos.traffic_scenarios import wait_converged_handle
 from tests.fixtures.lab import launch_lab
 from tests.fixtures.ports import free_port
 from tests.fixtures.temporal import new_worker
@@ -133,6 +133,8 @@ async def record() -> list[Path]:
                 await supervisor.result()
                 await save("training_supervisor", supervisor.id)
                 await save("training_recovery", f"{supervisor.id}-recovery-1")
+                # The GPU error's recovery: stop, quarantine, read, start, confirm.
+                await save("training_recovery_gpu", f"{supervisor.id}-recovery-2")
                 await client.get_workflow_handle("rebalancer").terminate("recorded")
         finally:
             await fleet.aclose()
