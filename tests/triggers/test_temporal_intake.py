@@ -112,14 +112,18 @@ class TestCooldownAcrossRestart:
         rb = runbook(name, cooldown="10m")
         async with asgi_client(make_app([rb], temporal_stack.starter)) as http:
             first = await http.post(
-                URL, json=notification(alert(region="a"), group_key=f"a-{unique}"), headers=AUTH
+                URL,
+                json=notification(alert(region="eu-west"), group_key=f"a-{unique}"),
+                headers=AUTH,
             )
         assert first.json()["results"][0]["outcome"] == "started"
         assert await wait_visible(temporal_stack.client, f'Runbook = "{name}"', 1) == 1
 
         async with asgi_client(make_app([rb], temporal_stack.starter)) as http:
             other = await http.post(
-                URL, json=notification(alert(region="b"), group_key=f"b-{unique}"), headers=AUTH
+                URL,
+                json=notification(alert(region="us-east"), group_key=f"b-{unique}"),
+                headers=AUTH,
             )
         result = other.json()["results"][0]
         assert result["outcome"] == "ignored"
