@@ -5,10 +5,11 @@ with a seeded target region: its web pool's slots and service time, and a
 running batch job taking a hidden share of its slots. The topology still
 promises the full pool (the theoretical capacity); only ``GET /lab/truth``,
 read by this script and never by the test, knows the effective capacity.
-Real users come from an open-loop async httpx generator in its own process
-(``python benchmarks/kraken.py --generate ...``) at 1.2x the target's
-theoretical capacity: Poisson arrivals, PoPs by demand weight, 20,000 user
-ids. (Locust's ``constant_throughput`` users, all spawned at once, stay in
+Real users come from open-loop async httpx generators in their own processes
+(``benchmarks/_kraken_lab.py``, at most 70 rps each: one process at 250 rps
+fell behind and melted down) at 1.2x the target's theoretical capacity:
+Poisson arrivals, PoPs by demand weight, 20,000 user ids; each run records the
+share of that rate the lab answered. (Locust's ``constant_throughput`` users, all spawned at once, stay in
 phase and arrive in bursts that fill a pool's queue at ~75% utilization; real
 users do not synchronise, so this generator does not either.)
 
@@ -34,13 +35,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,8 +45,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-import yaml
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -66,6 +61,9 @@ from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._kraken_lab import Lab  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "kraken.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,12 +88,6 @@ ADAPTIVE_SETTINGS: dict[str, Any] = {
     "landing": 0.015,
     "probe_wider_than": 0.06,
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def lab_config(rng: random.Random) -> dict[str, Any]:
@@ -136,68 +128,6 @@ def lab_config(rng: random.Random) -> dict[str, Any]:
     }
 
 
-class Lab:
-    """``orchestrator lab serve --faults`` and Locust traffic, each in its own process."""
-
-    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        path = workdir / f"lab-{self.port}.yaml"
-        path.write_text(yaml.safe_dump(config))
-        cli = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
-        env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_LAB_TOKEN"}
-        self.server = subprocess.Popen(
-            [*cli, "lab", "serve", "--port", str(self.port), "--config", str(path), "--faults"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.cli, self.env = cli, env
-        self.traffic: subprocess.Popen[bytes] | None = None
-
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"lab on {self.url} did not start")
-
-    def start_traffic(self, rps: float, duration_s: float, pops: dict[str, float]) -> None:
-        self.traffic = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--generate",
-                self.url,
-                "--rps",
-                f"{rps:.1f}",
-                "--duration",
-                str(duration_s),
-                "--pops",
-                json.dumps(pops),
-            ],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def truth(self) -> dict[str, Any]:
-        return dict(httpx.get(f"{self.url}/lab/truth", timeout=5.0).json())
-
-    def stop(self) -> None:
-        for process in (self.traffic, self.server):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(10)
-
-
 async def _first_epoch(handle: Any, timeout_s: float) -> RebalancerStatus:
     """Wait for an epoch that trusted its inputs: overrides need that view of the fleet."""
     deadline = time.monotonic() + timeout_s
@@ -208,33 +138,6 @@ async def _first_epoch(handle: Any, timeout_s: float) -> RebalancerStatus:
         if time.monotonic() > deadline:
             raise RuntimeError(f"rebalancer found no trusted epoch: {status.epochs[-3:]}")
         await asyncio.sleep(0.5)
-
-
-async def generate(url: str, rps: float, duration_s: float, pops: dict[str, float]) -> None:
-    """Open-loop Poisson traffic: a request is sent on schedule whatever the last one did."""
-    rng = random.Random(0)
-    names, weights = list(pops), list(pops.values())
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
-    pending: set[asyncio.Task[None]] = set()
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as client:
-
-        async def visit(pop: str, user: str) -> None:
-            # The lab counts what it served; a lost request is the lab's failure, not ours.
-            with contextlib.suppress(httpx.HTTPError):
-                await client.get(f"/edge/{pop}", params={"user": user, "service": "web"})
-
-        loop = asyncio.get_running_loop()
-        start = next_at = loop.time()
-        while next_at - start < duration_s:
-            next_at += rng.expovariate(rps)
-            delay = next_at - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            pop = rng.choices(names, weights)[0]
-            task = asyncio.create_task(visit(pop, f"user-{rng.randrange(20_000)}"))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-        await asyncio.gather(*pending)
 
 
 def _run_summary(result: LoadTestResult, truth: float, after_difference: float) -> dict[str, Any]:
@@ -326,6 +229,7 @@ async def run_config(
             await _first_epoch(handle, 60)
             for kind in ("adaptive", "kraken_fixed"):
                 before = await fleet.routing()
+                answered, began = lab.answered(), time.monotonic()
                 settings = ADAPTIVE_SETTINGS if kind == "adaptive" else {}
                 inp = LoadTestInput(
                     region=TARGET,
@@ -345,6 +249,9 @@ async def run_config(
                 )
                 difference = routing_difference(await fleet.routing(), before.fractions)
                 out["runs"][kind] = _run_summary(result, truth, difference)
+                # A generator that fell behind would test a lab with fewer users than it says.
+                delivered = (lab.answered() - answered) / (time.monotonic() - began)
+                out["runs"][kind]["traffic_delivered"] = round(delivered / out["traffic_rps"], 3)
                 print(
                     f"  {out['name']} {kind:12s} steps {result.steps:2d} estimate "
                     f"{result.estimate.load:6.1f} truth {truth:6.1f} "
@@ -457,6 +364,12 @@ def summary(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 baseline_name=baseline,
             ),
             claim(
+                "users the lab answered, share of those intended (worst run)",
+                min(r["traffic_delivered"] for r in every),
+                "share",
+                Target.at_least(0.9, ">= 0.9"),
+            ),
+            claim(
                 "routing difference after the test (worst run)",
                 max(r["routing_difference_after"] for r in every),
                 "share",
@@ -498,7 +411,10 @@ async def run(quick: bool, seed: int) -> dict[str, Any]:
         "utilization_nomore": UTILIZATION_NOMORE,
         "p99_slo_ms": P99_SLO_MS,
         "max_error_rate": MAX_ERROR_RATE,
-        "traffic": f"Locust at {TRAFFIC_MULTIPLE}x the target's theoretical capacity",
+        "traffic": (
+            f"open-loop Poisson httpx users at {TRAFFIC_MULTIPLE}x the target's theoretical "
+            "capacity, split over generator processes"
+        ),
         "baseline": "Kraken's fixed policy (15% steps, 1% within 10% of a threshold), same lab",
         "adaptive_settings": ADAPTIVE_SETTINGS,
         "configs": configs,
@@ -513,14 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="2 labs, 4 s windows")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--generate", metavar="URL", help=argparse.SUPPRESS)
-    parser.add_argument("--rps", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--duration", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--pops", type=json.loads, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.generate:
-        asyncio.run(generate(args.generate, args.rps, args.duration, args.pops))
-        return
     result = asyncio.run(run(args.quick, args.seed))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
