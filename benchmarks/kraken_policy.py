@@ -58,6 +58,7 @@ LAB_SETTINGS: dict[str, Any] = {
     "trust": 0.9,
     "landing": 0.015,
     "probe_wider_than": 0.06,
+    "probe_margin": 0.025,
 }
 
 

@@ -90,6 +90,10 @@ class StepPolicyConfig(PolicyBounds):
     #: after the first NOMORE, probe once inside a bracket wider than this (fraction of
     #: reference) before stopping, so the interpolated capacity is not read off a long chord
     probe_wider_than: float | None = Field(default=None, gt=0, le=1)
+    #: how far (fraction of reference) the probe sits below the chord's crossing; None:
+    #: a quarter of ``resolution``. Wider where a window's reading is noisy (the live lab),
+    #: so noise alone does not put the probe over the threshold too
+    probe_margin: float | None = Field(default=None, gt=0, le=1)
     #: hold one window when the band worsens by two or more levels in one step
     #: (useful where a new load is served cold at first, as in the lab; the simulator has no
     #: warm-up, so it is off by default)
@@ -220,9 +224,8 @@ def _probe(history: Sequence[StepRecord], config: StepPolicyConfig) -> StepDecis
     chord = _chord_crossing(last, current, governing.metric)
     if chord is None:
         return None
-    target = min(
-        max(chord - config.resolution * ref / 4, last.load + width / 4), current.load - width / 4
-    )
+    margin = config.resolution / 4 if config.probe_margin is None else config.probe_margin
+    target = min(max(chord - margin * ref, last.load + width / 4), current.load - width / 4)
     return StepDecision(
         action=StepAction.PROBE,
         load=target,

@@ -361,6 +361,14 @@ class TestProbeAfterTheFirstNomore:
         assert decision.predicted_limit == pytest.approx(900)
         assert 700 < decision.load < 900
 
+    def test_the_probe_sits_its_margin_below_the_chord(self) -> None:
+        history = [_step(860), _step(930)]
+        default = next_step(history, PROBING)
+        assert default.predicted_limit == pytest.approx(900)
+        assert default.load == pytest.approx(900 - PROBING.resolution / 4 * REF)
+        noisy = PROBING.model_copy(update={"probe_margin": 0.015})
+        assert next_step(history, noisy).load == pytest.approx(900 - 0.015 * REF)
+
     def test_the_window_after_a_healthy_probe_ends_the_test_there(self) -> None:
         history = [_step(700), _step(930)]
         probe = next_step(history, PROBING)
