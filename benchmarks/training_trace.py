@@ -42,6 +42,7 @@ from temporalio.worker import Worker
 from orchestrator.activities.training import TrainingActivities
 from orchestrator.contracts.training_supervisor import (
     FailureKind,
+    FailureRecord,
     SupervisorInput,
     SupervisorStatus,
     WatchMode,
@@ -116,7 +117,7 @@ async def drive(
         restart_s=params.restart_s,
     )
     fleet = TraceFleet(job, trace, clock=activity_clock())
-    acts = TrainingActivities(fleet)
+    acts = TrainingActivities(fleet, clock=fleet.now)
     queue = f"trace-{uuid.uuid4().hex[:10]}"
     options = SupervisorInput(
         job=job.name,
@@ -154,6 +155,7 @@ async def drive(
     failures = [f for f in status.failures if f.kind is not FailureKind.LAUNCH]
     mttd = [f.mttd_s for f in failures]
     mttr = [m for m in status.mttr_s if m is not None]
+    in_order = sum(_stamped_in_order(f) for f in failures)
     ettr = status.ettr
     return {
         "days": days,
@@ -184,9 +186,22 @@ async def drive(
         "expected_lag_rel": (poll_s / 2 + confirm_poll_s) * params.failures.rate_per_s / sim.ettr,
         "mean_mttd_s": sum(mttd) / len(mttd) if mttd else None,
         "mean_mttr_s": sum(mttr) / len(mttr) if mttr else None,
+        # onset <= detected <= decided <= restarted (<= recovered, once confirmed): one timeline
+        "failures_stamped_in_order": in_order,
         "wall_s": wall,
         "wall_s_per_day": wall / days,
     }
+
+
+def _stamped_in_order(failure: FailureRecord) -> bool:
+    """Restarted, and every stamp it has in order (a failure that cuts a restart short is
+    never confirmed: no ``recovered_at``)."""
+    stamps = [failure.onset_at, failure.detected_at, failure.decided_at, failure.restarted_at]
+    if None in stamps:
+        return False
+    if failure.recovered_at is not None:
+        stamps.append(failure.recovered_at)
+    return stamps == sorted(stamps)  # type: ignore[type-var]
 
 
 def summary(run: dict[str, Any]) -> list[Claim]:

@@ -13,6 +13,7 @@ the retry policy is the poller and the workflow waits on Temporal's retry timer.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pydantic import AwareDatetime, BaseModel, Field
@@ -145,8 +146,13 @@ def _waited_s() -> float:
 
 
 class TrainingActivities:
-    def __init__(self, fleet: Fleet) -> None:
+    """``clock`` stamps the mutations (stop, quarantine, start): the fleet's own time, so a
+    fleet on a simulated clock (``TraceFleet.now``) gets stamps on the same timeline as the
+    ``now`` its reads report. Wall time by default, the lab's clock."""
+
+    def __init__(self, fleet: Fleet, clock: Callable[[], datetime] = _now) -> None:
         self._fleet = fleet
+        self._clock = clock
 
     @activity.defn(name="training_watch")
     @reported
@@ -180,13 +186,13 @@ class TrainingActivities:
     @reported
     async def stop(self, inp: MutationInput) -> Stamped:
         result = await self._fleet.stop_training_job(inp.job, idempotency_key=inp.idempotency_key)
-        return Stamped(result=result, at=_now())
+        return Stamped(result=result, at=self._clock())
 
     @activity.defn(name="training_quarantine")
     @reported
     async def quarantine(self, inp: QuarantineInput) -> Stamped:
         result = await self._fleet.quarantine_host(inp.request, idempotency_key=inp.idempotency_key)
-        return Stamped(result=result, at=_now())
+        return Stamped(result=result, at=self._clock())
 
     @activity.defn(name="training_read")
     @reported
@@ -202,7 +208,7 @@ class TrainingActivities:
         result = await self._fleet.start_training_job(
             inp.request, idempotency_key=inp.idempotency_key
         )
-        return Stamped(result=result, at=_now())
+        return Stamped(result=result, at=self._clock())
 
     @activity.defn(name="training_await_progress")
     @reported

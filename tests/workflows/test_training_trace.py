@@ -27,3 +27,4 @@ class TestSupervisorThroughAFailureTrace:
         assert run["fleet_starts"] == run["trace_failures"]
         assert run["workflow_quarantined_hosts"] == run["trace_gpu_failures"]
         assert abs(run["rel_diff"]) <= 0.01, run
+        assert run["failures_stamped_in_order"] == run["workflow_failures"]

@@ -303,6 +303,10 @@ class TraceFleet:
             params_digest=None if ckpt is None else model_digest(job.name, 0, ckpt),
         )
 
+    def now(self) -> datetime:
+        """Fleet time now, as ``training_cluster().now`` reports it."""
+        return _dt(self.epoch_s + self.now_s())
+
     @property
     def epoch_s(self) -> float:
         return 0.0 if self.epoch is None else self.epoch
