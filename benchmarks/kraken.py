@@ -9,9 +9,10 @@ Real users come from open-loop async httpx generators in their own processes
 (``benchmarks/_kraken_lab.py``, at most 70 rps each: one process at 250 rps
 fell behind and melted down) at 1.2x the target's theoretical capacity:
 Poisson arrivals, PoPs by demand weight, 20,000 user ids; each run records the
-share of that rate the lab answered. (Locust's ``constant_throughput`` users, all spawned at once, stay in
-phase and arrive in bursts that fill a pool's queue at ~75% utilization; real
-users do not synchronise, so this generator does not either.)
+share of that rate the lab answered. (Locust's ``constant_throughput`` users,
+all spawned at once, stay in phase and arrive in bursts that fill a pool's
+queue at ~75% utilization; real users do not synchronise, so these generators
+do not either.)
 
 Per configuration, on the same lab, the same traffic, a real Temporal dev
 server and a real TrafficRebalanceWorkflow (the only writer of routing), the
