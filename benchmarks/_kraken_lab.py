@@ -19,28 +19,24 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import random
-import socket
 import subprocess
 import sys
-import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 
+# Run as a script for the generators: the benchmarks package is one folder up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._lab_process import open_env, spawn_lab, wait_healthy  # noqa: E402
+
 #: one generator process keeps up comfortably below this on the 2-core machine
 RPS_PER_GENERATOR = 70.0
 #: per process: bounds the pool's per-request cost if the lab stalls
 MAX_CONNECTIONS = 250
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def generator_count(rps: float) -> int:
@@ -51,29 +47,14 @@ class Lab:
     """``orchestrator lab serve --faults`` and its users, each in their own processes."""
 
     def __init__(self, config: dict[str, Any], workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        path = workdir / f"lab-{self.port}.yaml"
+        path = workdir / f"lab-{uuid.uuid4().hex[:8]}.yaml"
         path.write_text(yaml.safe_dump(config))
-        cli = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
-        self.env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_LAB_TOKEN"}
-        self.server = subprocess.Popen(
-            [*cli, "lab", "serve", "--port", str(self.port), "--config", str(path), "--faults"],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.env = open_env()
+        self.server, self.url = spawn_lab(path, faults=True, env=self.env)
         self.traffic: list[subprocess.Popen[bytes]] = []
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"lab on {self.url} did not start")
+        wait_healthy(self.url, timeout_s)
 
     def start_traffic(self, rps: float, duration_s: float, pops: dict[str, float]) -> None:
         count = generator_count(rps)

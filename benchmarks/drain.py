@@ -54,7 +54,6 @@ import math
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -63,7 +62,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -81,6 +79,9 @@ from orchestrator.policy.maelstrom import generate_drain_dag, simulate, syntheti
 from orchestrator.runbook import load_runbook
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from workflows.rebalancer import TrafficRebalanceWorkflow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._lab_process import CLI, open_env, spawn_lab, wait_healthy  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "drain.json"
 REGION = "eu-west"
@@ -148,12 +149,6 @@ GATES = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def lab_config() -> dict[str, Any]:
     config = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
     config["cold"].update(
@@ -170,29 +165,15 @@ class Lab:
     """``orchestrator lab serve`` and ``orchestrator lab traffic``, each its own process."""
 
     def __init__(self, workdir: Path) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}"
         path = workdir / "lab.yaml"
         path.write_text(yaml.safe_dump(lab_config()))
-        self.cli = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
-        self.env = {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_LAB_TOKEN"}
-        port = self.url.rsplit(":", 1)[1]
-        self.server = subprocess.Popen(
-            [*self.cli, "lab", "serve", "--port", port, "--config", str(path)],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.cli = CLI
+        self.env = open_env()
+        self.server, self.url = spawn_lab(path, env=self.env)
         self.traffic: subprocess.Popen[bytes] | None = None
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise RuntimeError(f"lab on {self.url} did not start")
+        wait_healthy(self.url)
 
     def start_traffic(self, rps: float, duration_s: float) -> None:
         self.traffic = subprocess.Popen(
@@ -518,7 +499,6 @@ async def run() -> dict[str, Any]:
 
 def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary claims (benchmarks/summary.py), from the same numbers as the verdicts."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.summary import Target, claim, dump, flag
 
     base, paced, naive = result["baseline"], result["paced_drain"], result["naive_drain"]

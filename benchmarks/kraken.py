@@ -321,7 +321,6 @@ def _targets(configs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The summary claims (benchmarks/summary.py): adaptive against fixed, worst lab each."""
-    sys.path.insert(0, str(ROOT))
     from benchmarks.summary import Target, claim, dump
 
     baseline = "Kraken fixed policy, same lab"

@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from orchestrator.lab.server import LabThread, build_app
 from orchestrator.models import RoutingWrite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._lab_process import spawn_lab, wait_healthy  # noqa: E402
 from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "lab_capacity.json"
@@ -51,40 +51,14 @@ REGION = "us-east"
 POP = "nyc"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start_lab(config_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from orchestrator.cli import app; app()",
-            "lab",
-            "serve",
-            "--faults",
-            "--port",
-            str(port),
-            "--config",
-            str(config_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("lab did not start")
+    process, url = spawn_lab(config_path, faults=True)
+    try:
+        wait_healthy(url)
+    except RuntimeError:
+        process.kill()
+        raise
+    return process, url
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -35,8 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -66,10 +64,10 @@ from orchestrator.worker import sandbox_runner
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._lab_process import CLI, open_env, spawn_lab, wait_healthy  # noqa: E402
 from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "rebalance_live.json"
-CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
 SPREAD_TARGET = 0.03
 #: web rps for the whole lab: about 44% of its 275 rps of web capacity, so the shift
 #: itself overloads nothing and any 5xx would be the moves' doing
@@ -96,34 +94,17 @@ class _Lab:
     """``orchestrator lab serve --faults`` in its own process, on a free port."""
 
     def __init__(self, config: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        self.url = f"http://127.0.0.1:{port}"
-        self.process = subprocess.Popen(
-            [*CLI, "lab", "serve", "--faults", "--port", str(port), "--config", str(config)],
-            env=_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("lab did not start")
+        self.process, self.url = spawn_lab(config, faults=True, env=open_env())
+        try:
+            wait_healthy(self.url)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(10)
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "ORCHESTRATOR_LAB_TOKEN"}
 
 
 def _start_traffic(url: str, timing: dict[str, float]) -> subprocess.Popen[bytes]:
@@ -147,7 +128,7 @@ def _start_traffic(url: str, timing: dict[str, float]) -> subprocess.Popen[bytes
         _weights(MIX_AFTER),
     ]
     return subprocess.Popen(
-        command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command, env=open_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 

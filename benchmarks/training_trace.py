@@ -196,12 +196,12 @@ async def drive(
 def _stamped_in_order(failure: FailureRecord) -> bool:
     """Restarted, and every stamp it has in order (a failure that cuts a restart short is
     never confirmed: no ``recovered_at``)."""
-    stamps = [failure.onset_at, failure.detected_at, failure.decided_at, failure.restarted_at]
-    if None in stamps:
+    if failure.decided_at is None or failure.restarted_at is None:
         return False
+    stamps = [failure.onset_at, failure.detected_at, failure.decided_at, failure.restarted_at]
     if failure.recovered_at is not None:
         stamps.append(failure.recovered_at)
-    return stamps == sorted(stamps)  # type: ignore[type-var]
+    return stamps == sorted(stamps)
 
 
 def summary(run: dict[str, Any]) -> list[Claim]:
