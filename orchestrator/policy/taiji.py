@@ -22,18 +22,16 @@ Two stages rather than one weighted LP because a weight is either too small
 (latency bleeds into the max) or so large it hurts HiGHS's tolerances; the
 benchmark compares both (benchmarks/taiji.py).
 
-Dampening (Taiji: aim for 80 % of the target, skip shifts under 1 %) cannot be
-a blind blend, because the *current* table may itself break a constraint (a
-region was just drained, an RTT limit tightened, a region is over target). So:
+Then the optimum is damped toward the current table (``taiji_damping``): PoPs
+breaking a per-PoP rule move all the way, the others ``damping`` of the way,
+then further toward the optimum as far as every cap, pin and the bound
+``max utilization <= max(current max, optimum)`` need; moves under
+``min_shift`` are skipped only where that costs no region its bound, so a
+published table is never worse than both the current one and the optimum, and
+repeated epochs converge to the optimum rather than freeze short of it.
 
-- a PoP whose current split breaks a per-PoP constraint moves all the way;
-- the others move ``damping`` of the way; if that leaves some region over its
-  cap (possible only when the current table overloads it) or under its pinned
-  share (a load test's pin is a floor as well as a cap), every damped PoP
-  moves further by the least common amount that fixes all of them, found in
-  closed form because each bound is linear in that amount;
-- a PoP moving less than ``min_shift`` keeps its split, unless that would break
-  a region's cap or pin, in which case the PoPs that matter most to it move after all.
+Sticky sessions on a region that is no longer active stay there (they end on
+their own); the rest of the fleet is rebalanced around them.
 
 Finally :func:`check` re-verifies every invariant from the instance alone; a
 table that fails it is never returned. Infeasible instances raise
@@ -48,6 +46,7 @@ import numpy as np
 from orchestrator.exceptions import PolicyError
 from orchestrator.models import RegionStatus
 from orchestrator.policy.buckets import assign_buckets, churn, min_churn
+from orchestrator.policy.taiji_damping import CHECK_TOL, publish, row_ok
 from orchestrator.policy.taiji_feasibility import aggregate_check, diagnose_rtt, precheck, rtt_rows
 from orchestrator.policy.taiji_lp import (
     Array,
@@ -79,11 +78,6 @@ __all__ = [
     "violations",
 ]
 
-#: Tolerance of :func:`check` on fractions and utilizations.
-CHECK_TOL = 1e-6
-#: Loads are compared to caps with this slack (relative to total demand).
-LOAD_TOL = 1e-9
-
 
 def solve(instance: SolverInstance) -> SolverResult:
     """The new routing table for one epoch; raises ``Infeasible`` when none exists."""
@@ -103,25 +97,20 @@ def solve(instance: SolverInstance) -> SolverResult:
     if optimum is None:
         raise PolicyError("HiGHS found no latency-optimal table although stage 1 found one")
     _place_idle_pops(c, optimum)
-    table, skipped = _dampen(c, instance.constraints, optimum, caps)
-    result = _result(instance, c, table, skipped, u_star)
+    table, skipped = publish(c, instance.constraints, optimum, caps)
+    # The optimum's own max, not stage 1's value: the two agree to the LP's tolerance, and
+    # this one is a table that exists, so "never worse than the optimum" is checkable.
+    result = _result(instance, c, table, skipped, c.max_utilization(optimum))
     problems = violations(instance, result)
     if problems:
         raise PolicyError("the solver's table breaks an invariant: " + "; ".join(problems[:3]))
     return result
 
 
-def _row_ok(c: Compiled) -> Mask:
-    """PoPs whose current split meets every per-PoP constraint (status, RTT limit)."""
-    off_status = (c.x > 0) & ~c.active[None, :]
-    too_far = (c.x > c.floor + CHECK_TOL) & ~c.within
-    return np.asarray(~(off_status | too_far).any(axis=1), dtype=bool)
-
-
 def _place_idle_pops(c: Compiled, table: Array) -> None:
     """PoPs the LP left out: no demand, or nothing movable. Their split moves no load."""
     placed = table.sum(axis=1)
-    ok = _row_ok(c)
+    ok = row_ok(c)
     for i in np.nonzero(placed < 1.0 - 1e-12)[0]:
         if ok[i]:
             table[i] = c.x[i]
@@ -134,53 +123,6 @@ def _place_idle_pops(c: Compiled, table: Array) -> None:
             continue
         nearest = options[np.argmin(c.rtt[i, options])]
         table[i, nearest] += rest
-
-
-def _dampen(c: Compiled, cons: Constraints, optimum: Array, caps: Array) -> tuple[Array, Mask]:
-    ok = _row_ok(c)
-    step = optimum - c.x
-    tol = LOAD_TOL * max(c.total, 1e-300)
-    floors = c.load_floors()
-    beta = np.where(ok, cons.damping, 1.0)
-    loads = c.t @ (c.x + beta[:, None] * step)
-    over = c.active & (loads > caps + tol)
-    under = c.active & (loads < floors - tol)
-    if over.any() or under.any():
-        full = c.t @ optimum
-        # Caps and pins hold at full (the optimum) and fail at beta; each is linear in gamma.
-        change = np.concatenate([loads[over] - full[over], full[under] - loads[under]])
-        miss = np.concatenate([loads[over] - caps[over], floors[under] - loads[under]])
-        ratio = np.divide(miss, change, out=np.full(len(change), np.inf), where=change > 0)
-        gamma = min(1.0, float(ratio.max()) * (1 + 1e-9) + 1e-12)
-        beta = np.where(ok, cons.damping + gamma * (1 - cons.damping), 1.0)
-    damped = c.x + beta[:, None] * step
-    moved = 0.5 * np.abs(damped - c.x).sum(axis=1)
-    skipped = ok & (moved > 0) & (moved < cons.min_shift)
-    table = np.where(skipped[:, None], c.x, damped)
-    for _ in range(len(c.regions) + 1):
-        loads = c.t @ table
-        over_idx = np.nonzero(c.active & (loads > caps + tol))[0]
-        under_idx = np.nonzero(c.active & (loads < floors - tol))[0]
-        if len(over_idx):
-            d = int(over_idx[0])
-            # Un-skip the PoPs whose kept split loads region d most, until it fits.
-            relief = c.t * (table[:, d] - damped[:, d])
-            excess = loads[d] - caps[d]
-        elif len(under_idx):
-            d = int(under_idx[0])
-            # Un-skip the PoPs whose move would bring region d most of its pinned share.
-            relief = c.t * (damped[:, d] - table[:, d])
-            excess = floors[d] - loads[d]
-        else:
-            break
-        order = [i for i in np.argsort(-relief) if skipped[i] and relief[i] > 0]
-        for i in order:
-            table[i] = damped[i]
-            skipped[i] = False
-            excess -= relief[i]
-            if excess <= tol:
-                break
-    return table, skipped
 
 
 def _latency(c: Compiled, table: Array) -> float:
@@ -199,7 +141,7 @@ def _result(
         RegionOutcome(
             name=r.name,
             status=r.status,
-            utilization_before=r.utilization,
+            utilization_before=float(c.u[j]),
             utilization_after=float(after[j]),
             utilization_cap=float(util_caps[j]) if r.status is RegionStatus.ACTIVE else 0.0,
             share_before=float(share_before[j]),
@@ -294,9 +236,11 @@ def fraction_violations(
     sums = table.sum(axis=1)
     for i in np.nonzero(np.abs(sums - 1.0) > CHECK_TOL)[0]:
         problems.append(f"fractions.{c.pops[i]}: sums to {sums[i]:.9f}")
-    for i, j in zip(*np.nonzero((table > CHECK_TOL) & ~c.active[None, :]), strict=True):
+    off = (table > c.floor + CHECK_TOL) & ~c.active[None, :]
+    for i, j in zip(*np.nonzero(off), strict=True):
         problems.append(f"fractions.{c.pops[i]}.{c.regions[j]}: region is not active")
-    if not (table[:, c.active] > CHECK_TOL).any():
+    # (Unless every PoP's traffic is sticky sessions on regions that are not active.)
+    if (c.movable > CHECK_TOL).any() and not (table[:, c.active] > CHECK_TOL).any():
         problems.append("fractions: no active region serves any traffic")
     for i, j in zip(*np.nonzero(table < c.floor - CHECK_TOL), strict=True):
         problems.append(f"fractions.{c.pops[i]}.{c.regions[j]}: below its sticky floor")
@@ -310,7 +254,11 @@ def fraction_violations(
         problems.append(f"ramp.{c.regions[j]}: {util[j]:.6f} rises above {c.ramp_cap[j]:.6f}")
     if c.total > 0:
         shares = c.t @ table / c.total
-        for j in np.nonzero(shares > c.share_cap + CHECK_TOL)[0]:
+        # A region that is not active keeps only its sticky sessions, whatever its cap.
+        share_cap = np.where(
+            c.active, c.share_cap, np.maximum(c.share_cap, c.t @ c.floor / c.total)
+        )
+        for j in np.nonzero(shares > share_cap + CHECK_TOL)[0]:
             problems.append(f"max_share.{c.regions[j]}: {shares[j]:.6f} over {c.share_cap[j]}")
         for j in np.nonzero(shares < c.share_floor - CHECK_TOL)[0]:
             problems.append(

@@ -3,7 +3,7 @@
 Constraints are checked as a ladder, each rung adding one family to the ones
 below it::
 
-    status/sticky -> capacity -> max_share -> pin_share -> ramp -> rtt_limit
+    status -> capacity -> max_share -> pin_share -> ramp -> rtt_limit
 
 The name an :class:`~orchestrator.exceptions.Infeasible` carries is the first
 rung that fails: the instance with that family and every later one removed
@@ -11,9 +11,11 @@ rung that fails: the instance with that family and every later one removed
 PoP is limited in where it may send traffic, so feasibility is an aggregate
 test with no LP: every region's least load (its sticky sessions, or its pinned
 share when larger) fits its cap, the least loads fit in the demand, and the
-caps add up to the demand. RTT limits make it a bipartite question; there the LP
-decides, and the message names a group of PoPs whose reachable regions are too
-small (a Hall violation) when one of the simple shape is found.
+caps add up to the demand that active regions must carry (all of it but the
+sticky sessions left on a drained region, which stay there). RTT limits make
+it a bipartite question; there the LP decides, and the message names a group
+of PoPs whose reachable regions are too small (a Hall violation) when one of
+the simple shape is found.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from orchestrator.exceptions import Infeasible
+from orchestrator.exceptions import Infeasible, InvalidInstance
 from orchestrator.policy.taiji_lp import Array, Compiled
 from orchestrator.policy.taiji_model import SolverInstance
 
@@ -35,20 +37,29 @@ LADDER: tuple[ConstraintName, ...] = ("capacity", "max_share", "pin_share", "ram
 REL_TOL = 1e-9
 #: A ramp this large constrains nothing.
 NO_RAMP = 1e9
+#: An active region whose load per unit of utilization is below this share of the total
+#: demand is refused. A PoP's shares are floats that sum to 1, each known to ~2e-16, which
+#: such a region feels as ~2e-16 / share of utilization: 2e-7 here, well inside the 1e-6
+#: that ``check`` allows, and past it a region at its cap would fail the check.
+MIN_REGION_SCALE = 1e-9
 
 
 def precheck(c: Compiled, instance: SolverInstance) -> None:
-    """Row-level contradictions no amount of capacity can fix."""
+    """Row-level contradictions no amount of capacity can fix.
+
+    Sticky sessions on a drained or abnormal region are not one: they stay there
+    until they end, and the rest of the traffic is rebalanced around them.
+    """
     if not c.active.any():
         raise Infeasible("status", "every region is drained or abnormal; at least one must serve")
-    pinned = (c.floor > 0) & ~c.active[None, :]
-    if pinned.any():
-        i, j = (int(v[0]) for v in np.nonzero(pinned))
-        status = instance.regions[j].status.value
-        raise Infeasible(
-            "sticky",
-            f"pop {c.pops[i]} has {c.floor[i, j]:.2%} of its traffic in established sessions "
-            f"on {status} region {c.regions[j]}; those sessions must end before it is at 0",
+    # 1e-6 relative slack: a region at exactly the limit is accepted.
+    tiny = np.nonzero(c.active & (c.k * c.total * MIN_REGION_SCALE > 1.0 + 1e-6))[0]
+    if len(tiny):
+        j = int(tiny[0])
+        raise InvalidInstance(
+            f"regions.{c.regions[j]}.capacity: {1.0 / c.k[j]:.3g} load per unit of utilization "
+            f"is {1.0 / (c.k[j] * c.total):.2g} of the total demand {c.total:.3g}, under the "
+            f"{MIN_REGION_SCALE:g} the solver can place accurately; check the units, or drain it"
         )
     pinned_off = np.nonzero((c.share_floor > 0) & ~c.active)[0]
     if len(pinned_off):
@@ -74,12 +85,15 @@ def aggregate_check(c: Compiled, instance: SolverInstance) -> None:
         return
     pinned = c.t @ c.floor
     floors = c.load_floors()
+    tol = c.load_tol(REL_TOL)
+    # Sessions left on a region that is not active stay there: the rest must fit the others.
+    to_place = total - float(pinned[~c.active].sum())
     target = instance.constraints.target_utilization
     for level in LADDER[:-1]:
         caps = _caps_for(c, level)
         with_pins = LADDER.index(level) >= LADDER.index("pin_share")
         need = np.maximum(pinned, floors) if with_pins else pinned
-        over = np.nonzero(c.active & (need > caps + REL_TOL * total))[0]
+        over = np.nonzero(c.active & (need > caps + tol))[0]
         if len(over):
             j = int(over[0])
             what = (
@@ -99,11 +113,11 @@ def aggregate_check(c: Compiled, instance: SolverInstance) -> None:
                 f"of the demand; at most 100% can be placed",
             )
         room = float(caps[c.active].sum())
-        if room >= total * (1 - REL_TOL):
+        if room >= to_place - REL_TOL * total:
             continue
         if level == "capacity":
             detail = (
-                f"total demand is {total / room:.2f}x the capacity of active regions "
+                f"total demand is {to_place / room:.2f}x the capacity of active regions "
                 f"at target {target:g}"
                 if room > 0
                 else f"active regions have no capacity left at target {target:g}"

@@ -8,15 +8,24 @@ Load model (Taiji's appendix): the predicted utilization of region ``d`` is
 load, ``L'_d`` the load under the new table and ``k_d = u_d / L_d`` the measured
 utilization per unit of load, which makes it exactly Taiji's
 ``u'_d = u_d * (1 + (L'_d - L_d) / L_d)``. A region with no load now (just
-restored) or no measurement has no measured slope; it uses ``1 / capacity``.
+restored) or no measurement has no measured slope; it uses ``1 / capacity``. A
+region that carries load but reports utilization 0 has no usable measurement
+either: its utilization now is taken as ``L_d / capacity`` (not 0, which would
+make a loaded region look empty), so ``u'_d = L'_d / capacity``.
 
 Every constraint of a region is a cap on its load: ``L'_d <= load_caps()[d]``
 (utilization target scaled by a capacity-fraction override, the per-epoch ramp,
 the share cap), except a pinned share (a load test's lever), which is also a
 floor: ``L'_d >= load_floors()[d]``. Every constraint of a PoP is a bound on one entry: sticky
 sessions are a floor, a region beyond the RTT limit may keep only that floor,
-a drained region gets 0. Writing ``z = x' - floor`` leaves a transportation
+and so may a region that is not active (nothing new goes there). Writing ``z = x' - floor`` leaves a transportation
 problem: PoP ``e`` ships its movable share ``mu_e`` to the regions it may use.
+
+Scaling: a region's rows are written in its own utilization (multiplied by
+``k_d * total``) whenever the region is smaller than the total demand. In shares
+of the total demand, the whole cap of a region with 1e-8 of the demand's
+capacity is under HiGHS's feasibility tolerance, and the LP empties or overfills
+it at will; scaled, it gets its share of the balance like any other region.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ Mask = npt.NDArray[np.bool_]
 
 #: Shares below this are numerical noise from the LP, not traffic.
 EPS = 1e-12
+#: Utilization slack when a table is compared with a cap or bound (see ``Compiled.load_tol``).
+UTIL_TOL = 1e-11
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,24 @@ class Compiled:
     def movable(self) -> Array:
         """Per PoP, the share of its traffic not pinned by sticky sessions."""
         return np.clip(1.0 - self.floor.sum(axis=1), 0.0, 1.0)
+
+    @property
+    def row_scale(self) -> Array:
+        """Per region, the factor that turns a row in shares of the total demand into
+        utilization: ``k_d * total``, or 1 for regions at least as large as the demand."""
+        return np.maximum(self.k * self.total, 1.0)
+
+    def load_tol(self, util_tol: float = UTIL_TOL) -> Array:
+        """Per region, the load that moves its utilization by ``util_tol`` (at most
+        ``util_tol`` of the total demand): a slack that means the same for every size."""
+        total = max(self.total, 1e-300)
+        with np.errstate(divide="ignore"):
+            per_unit = np.where(self.k > 0, 1.0 / self.k, total)
+        return util_tol * np.minimum(per_unit, total)
+
+    def max_utilization(self, fractions: Array) -> float:
+        """The highest predicted utilization over active regions under ``fractions``."""
+        return float(self.predicted(fractions)[self.active].max())
 
     def predicted(self, fractions: Array) -> Array:
         """Predicted utilization per region under ``fractions`` (Taiji's u'_d)."""
@@ -133,6 +162,8 @@ def compile_instance(instance: SolverInstance) -> Compiled:
         measured = np.where((load > 0) & (u > 0), u / load, np.nan)
         nominal = np.where(capacity > 0, 1.0 / capacity, 0.0)
     k = np.where(np.isnan(measured), nominal, measured)
+    # Load with a reading of 0 is a missing reading, not an empty region.
+    u = np.where((load > 0) & (u <= 0), load * nominal, u)
     usable = np.array(
         [1.0 if r.capacity_fraction is None else r.capacity_fraction for r in instance.regions]
     )
@@ -171,12 +202,13 @@ def compile_instance(instance: SolverInstance) -> Compiled:
 
 
 def _floor_rows(
-    need: Array, d_idx: npt.NDArray[np.intp], coef: Array, width: int
+    need: Array, d_idx: npt.NDArray[np.intp], coef: Array, width: int, scale: Array
 ) -> tuple[sp.csr_matrix, Array]:
     """``-sum coef * var <= -need_d`` for every region that still needs load to meet its pin.
 
     ``need`` is per region in units of total demand (pin minus what sticky floors already
-    place there); ``d_idx`` gives each variable's region and ``coef`` its load per unit.
+    place there); ``d_idx`` gives each variable's region and ``coef`` its load per unit,
+    already multiplied by the region's row ``scale``, which the right-hand side gets here.
     """
     pinned = np.nonzero(need > 0)[0]
     sel = np.isin(d_idx, pinned)
@@ -184,7 +216,7 @@ def _floor_rows(
         (-coef[sel], (np.searchsorted(pinned, d_idx[sel]), np.nonzero(sel)[0])),
         shape=(len(pinned), width),
     )
-    return rows, -need[pinned]
+    return rows, -need[pinned] * scale[pinned]
 
 
 def _solving_pops(c: Compiled) -> npt.NDArray[np.intp]:
@@ -215,8 +247,12 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     base = c.u - c.k * c.load  # utilization at zero load
     if not groups:
         util = base + k_hat * fixed
-        fits = np.all(fixed <= caps / total + 1e-9) and np.all(fixed >= c.share_floor - 1e-9)
-        return float(util[c.active].max()) if fits else None
+        tol = c.load_tol(1e-9) / total
+        on = c.active
+        fits = np.all(fixed[on] <= caps[on] / total + tol[on]) and np.all(
+            fixed[on] >= c.share_floor[on] - tol[on]
+        )
+        return float(util[on].max()) if fits else None
 
     gi, di = [], []
     for g, key in enumerate(groups):
@@ -233,16 +269,19 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     ).tolil()
     obj_rows[:, u_col] = -1.0
     obj_b = -(base[act] + k_hat[act] * fixed[act])
-    finite = np.nonzero(np.isfinite(caps))[0]
+    # Regions that are not active get no variables; their floors (sticky sessions
+    # that stay on a drained region) are fixed load, not a cap to meet.
+    finite = np.nonzero(np.isfinite(caps) & c.active)[0]
+    scale = c.row_scale
     sel = np.isin(d_idx, finite)
     cap_rows = sp.csr_matrix(
-        (np.ones(sel.sum()), (np.searchsorted(finite, d_idx[sel]), np.nonzero(sel)[0])),
+        (scale[d_idx[sel]], (np.searchsorted(finite, d_idx[sel]), np.nonzero(sel)[0])),
         shape=(len(finite), n + 1),
     )
-    cap_b = caps[finite] / total - fixed[finite]
+    cap_b = (caps[finite] / total - fixed[finite]) * scale[finite]
     if np.any(cap_b < -1e-9):
         return None
-    floor_rows, floor_b = _floor_rows(c.share_floor - fixed, d_idx, np.ones(n), n + 1)
+    floor_rows, floor_b = _floor_rows(c.share_floor - fixed, d_idx, scale[d_idx], n + 1, scale)
     a_ub = sp.vstack([obj_rows.tocsr(), cap_rows, floor_rows]).tocsr()
     b_ub = np.concatenate([obj_b, np.maximum(cap_b, 0.0), floor_b])
     a_eq = sp.csr_matrix((np.ones(n), (g_idx, np.arange(n))), shape=(len(groups), n + 1))
@@ -274,17 +313,19 @@ def min_latency(c: Compiled, caps: Array, max_util: float) -> Array | None:
     ei = rows[ei_local]
     n = len(ei)
     t_hat = c.t[ei] / total
-    scale = max(float(c.rtt.max()), 1.0) ** 2
-    cost = t_hat * c.rtt[ei, di] ** 2 / scale
-    finite = np.nonzero(np.isfinite(region_caps))[0]
+    cost = t_hat * c.rtt[ei, di] ** 2 / max(float(c.rtt.max()), 1.0) ** 2
+    finite = np.nonzero(np.isfinite(region_caps) & c.active)[0]
+    scale = c.row_scale
     sel = np.isin(di, finite)
     cap_rows = sp.csr_matrix(
-        (t_hat[sel], (np.searchsorted(finite, di[sel]), np.nonzero(sel)[0])),
+        (t_hat[sel] * scale[di[sel]], (np.searchsorted(finite, di[sel]), np.nonzero(sel)[0])),
         shape=(len(finite), n),
     )
-    floor_rows, floor_b = _floor_rows(c.share_floor - c.t @ c.floor / total, di, t_hat, n)
+    floor_rows, floor_b = _floor_rows(
+        c.share_floor - c.t @ c.floor / total, di, t_hat * scale[di], n, scale
+    )
     a_ub = sp.vstack([cap_rows, floor_rows]).tocsr()
-    b_ub = np.concatenate([np.maximum(region_caps[finite], 0.0), floor_b])
+    b_ub = np.concatenate([np.maximum(region_caps[finite] * scale[finite], 0.0), floor_b])
     a_eq = sp.csr_matrix((np.ones(n), (ei_local, np.arange(n))), shape=(len(rows), n))
     b_eq = c.movable[rows]
     res = linprog(

@@ -51,7 +51,8 @@ class RegionInput(StrictModel):
     name: str = Field(min_length=1)
     #: load (same unit as PoP demand) the region serves at utilization 1
     capacity: Load
-    #: measured utilization now (1.0 = at capacity)
+    #: measured utilization now (1.0 = at capacity); 0 with load on the region counts as no
+    #: reading, and the solver uses load / capacity instead
     utilization: Annotated[float, Field(ge=0.0, le=MAX_UTILIZATION, allow_inf_nan=False)]
     status: RegionStatus = RegionStatus.ACTIVE
     #: override: at most this share of the total demand may go here
@@ -73,7 +74,8 @@ class PopInput(StrictModel):
     rtt_ms: dict[str, Rtt]
     #: region -> current share of this PoP's traffic; sums to 1
     fractions: dict[str, Fraction]
-    #: region -> share held by established sticky sessions; it cannot move this epoch
+    #: region -> share held by established sticky sessions; it cannot move this epoch, and it
+    #: stays even on a drained or abnormal region (which gets nothing else)
     sticky: dict[str, Fraction] = Field(default_factory=dict)
     #: this PoP may send new traffic only to regions within this RTT
     rtt_limit_ms: RttLimit | None = None
@@ -92,7 +94,8 @@ class Constraints(StrictModel):
     max_share: Fraction | None = None
     #: default RTT limit for PoPs that do not set their own
     rtt_limit_ms: RttLimit | None = None
-    #: a PoP whose traffic would move less than this share keeps its current split
+    #: a PoP whose traffic would move less than this share keeps its current split, unless a
+    #: cap or pin needs the move or keeping it would raise a region above the damped max
     min_shift: float = Field(default=0.01, ge=0.0, lt=1.0)
     #: move this share of the way from the current table to the optimum
     damping: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -169,7 +172,7 @@ class RegionOutcome(StrictModel):
 
     name: str
     status: RegionStatus
-    #: measured utilization now
+    #: utilization now: the measured one, or load / capacity where a loaded region reads 0
     utilization_before: float
     #: predicted utilization under the new table (Taiji's u'_d)
     utilization_after: float
@@ -204,9 +207,11 @@ class SolverResult(StrictModel):
     fractions: dict[str, dict[str, float]]
     regions: list[RegionOutcome]
     pops: list[PopOutcome]
-    #: the lowest achievable max utilization over active regions (before dampening)
+    #: the lowest achievable max utilization over active regions: the max of the optimal
+    #: (undamped) table, equal to the LP's optimum within its tolerance
     optimal_max_utilization: float
-    #: the max predicted utilization over active regions of the published (damped) table
+    #: the max predicted utilization over active regions of the published (damped) table;
+    #: never above max(max_utilization_before, optimal_max_utilization)
     max_utilization: float
     max_utilization_before: float
     #: sum over PoPs and regions of fraction * demand * RTT^2 (ms^2 x load units)

@@ -14,6 +14,7 @@ from orchestrator.exceptions import Infeasible
 from orchestrator.models import RegionStatus
 from orchestrator.policy.taiji import SolverInstance, solve, violations
 from orchestrator.policy.taiji_feasibility import LADDER, relax
+from tests.policy.taiji_epochs import long_run_optimum, never_worse, next_epoch
 
 STATUSES = [RegionStatus.ACTIVE] * 5 + [RegionStatus.DRAINED, RegionStatus.ABNORMAL]
 
@@ -75,6 +76,52 @@ def instances(draw: st.DrawFn) -> SolverInstance:
     )
 
 
+@st.composite
+def fleets(draw: st.DrawFn) -> SolverInstance:
+    """Feasible-looking starts far from balance: every region within its target now, random
+    splits, some sticky sessions, RTT limits and an empty drained region."""
+    n_regions = draw(st.integers(2, 5))
+    names = [f"r{j}" for j in range(n_regions)]
+    drained = names[-1] if n_regions > 2 and draw(st.booleans()) else None
+    serving = [r for r in names if r != drained]
+    pops: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 7))):
+        fractions = _split(draw, serving)
+        pops.append(
+            {
+                "name": f"p{i}",
+                "demand": draw(st.sampled_from([1.0, 5.0, 20.0, 50.0, 100.0])),
+                "rtt_ms": {r: draw(st.floats(1, 200)) for r in names},
+                "fractions": fractions,
+                "sticky": {r: f / 2 for r, f in fractions.items() if draw(st.integers(0, 5)) == 0},
+                "rtt_limit_ms": draw(st.none() | st.floats(120, 200)),
+            }
+        )
+    target = draw(st.sampled_from([0.8, 1.0]))
+    loads = {r: sum(p["demand"] * p["fractions"].get(r, 0.0) for p in pops) for r in names}
+    regions = []
+    for r in names:
+        capacity = max(draw(st.floats(20, 400)), loads[r] / target)
+        regions.append(
+            {
+                "name": r,
+                "capacity": capacity,
+                "utilization": loads[r] / capacity * draw(st.sampled_from([0.0, 0.7, 1.0])),
+                "status": RegionStatus.DRAINED if r == drained else RegionStatus.ACTIVE,
+            }
+        )
+    constraints = {
+        "target_utilization": target,
+        "max_share": draw(st.none() | st.floats(0.5, 1.0)),
+        "damping": draw(st.sampled_from([0.3, 0.8, 1.0])),
+        "min_shift": draw(st.sampled_from([0.0, 0.01, 0.05])),
+        "max_utilization_increase": draw(st.sampled_from([0.04, 0.2, 1.0])),
+    }
+    return SolverInstance.model_validate(
+        {"regions": regions, "pops": pops, "constraints": constraints}
+    )
+
+
 def reference_min_max(instance: SolverInstance) -> float | None:
     """A dense textbook LP of the same constraints, written independently of the solver."""
     regions, pops, cons = instance.regions, instance.pops, instance.constraints
@@ -83,8 +130,14 @@ def reference_min_max(instance: SolverInstance) -> float | None:
     total = t.sum()
     x = np.array([[p.fractions.get(r.name, 0.0) for r in regions] for p in pops])
     load = t @ x
-    u = np.array([r.utilization for r in regions])
     cap = np.array([r.capacity for r in regions])
+    # A loaded region reading 0 has no measurement: its utilization is load / capacity.
+    u = np.array(
+        [
+            r.utilization if r.utilization > 0 or load[j] <= 0 else load[j] / cap[j]
+            for j, r in enumerate(regions)
+        ]
+    )
     k = np.array(
         [
             u[j] / load[j] if load[j] > 0 and u[j] > 0 else (1 / cap[j] if cap[j] > 0 else 0.0)
@@ -100,7 +153,8 @@ def reference_min_max(instance: SolverInstance) -> float | None:
             floor = min(p.sticky.get(r.name, 0.0), x[i, j])
             lb[i * n_r + j] = floor
             far = limit is not None and p.rtt_ms[r.name] > limit
-            ub[i * n_r + j] = 0.0 if not active[j] else (floor if far else 1.0)
+            # Sticky sessions stay even on a drained region; nothing new goes there.
+            ub[i * n_r + j] = floor if far or not active[j] else 1.0
     if np.any(lb > ub + 1e-12):
         return None
     a_eq = sp.kron(sp.eye(n_p), np.ones((1, n_r)))
@@ -167,6 +221,54 @@ class TestEveryConstraintHolds:
         assert result.max_utilization >= result.optimal_max_utilization - 1e-6
 
 
+class TestNeverWorseThanCurrentAndOptimum:
+    """Whatever damping, skipping and full moves of rule-breaking PoPs do, the published
+    table's max predicted utilization is at most max(current max, optimum) + 1e-9, and the
+    optimum it is measured against is the independent LP's."""
+
+    @PROPERTY_SETTINGS
+    @given(instances())
+    def test_published_max_is_bounded(self, instance: SolverInstance) -> None:
+        try:
+            result = solve(instance)
+        except Infeasible:
+            return
+        assert never_worse(result)
+        reference = reference_min_max(instance)
+        assert reference is not None
+        assert result.optimal_max_utilization <= reference + 1e-6 * max(1.0, reference)
+
+
+#: Epochs allowed to get within 0.5% of the long-run optimum (the slowest case drawn:
+#: damping 0.3 with a +0.04 ramp takes ~60).
+MAX_EPOCHS = 150
+
+
+class TestEpochsConverge:
+    """Fed its own tables epoch after epoch on fixed demand (utilization updated by the
+    linear model), the solver reaches within 0.5% of the long-run optimum (the optimum
+    without the per-epoch ramp), for every damping and min_shift; no epoch after a
+    feasible one is infeasible, and none is worse than the one before and the optimum."""
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(fleets())
+    def test_reaches_the_long_run_optimum(self, inst: SolverInstance) -> None:
+        try:
+            result = solve(inst)
+        except Infeasible:
+            return
+        target = long_run_optimum(inst)
+        for _ in range(MAX_EPOCHS):
+            assert never_worse(result)
+            if result.max_utilization <= target * 1.005 + 1e-9:
+                return
+            inst = next_epoch(inst, result)
+            result = solve(inst)
+        raise AssertionError(
+            f"after {MAX_EPOCHS} epochs max {result.max_utilization:.6f}, long run {target:.6f}"
+        )
+
+
 class TestOptimalAndHonestAboutInfeasibility:
     """The solver finds the same minimum max-utilization as an independent dense LP,
     and reports infeasibility exactly when that LP has no solution."""
@@ -199,13 +301,6 @@ class TestInfeasibleNamesTheBindingConstraint:
             named = exc.constraint
         if named == "status":
             assert all(r.status is not RegionStatus.ACTIVE for r in instance.regions)
-            return
-        if named == "sticky":
-            off = {r.name for r in instance.regions if r.status is not RegionStatus.ACTIVE}
-            assert any(
-                set(p.sticky) & off and any(p.sticky[r] > 0 for r in set(p.sticky) & off)
-                for p in instance.pops
-            )
             return
         assert named in LADDER
         solve(relax(instance, named))  # must not raise
