@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from orchestrator.commands import rebalance
 from orchestrator.policy.taiji import SolverResult
+from tests.policy.test_taiji_damping import PILE_UP
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rebalance" / "small.json"
 runner = CliRunner()
@@ -35,6 +36,32 @@ class TestSolveCommand:
         parsed = SolverResult.model_validate(json.loads(result.output))
         assert parsed.fractions["bom"] == {"eu-central": 1.0}  # ap-south is drained
         assert parsed.max_utilization < parsed.max_utilization_before
+
+
+class TestSolveWording:
+    """The max-utilization line says "the optimum" when the table reaches it, and calls the
+    rest damping only when the table moved part of the way (never when it is worse)."""
+
+    def _solve(self, tmp_path: Path, data: dict) -> str:
+        path = tmp_path / "instance.json"
+        path.write_text(json.dumps(data))
+        result = runner.invoke(
+            app, ["rebalance", "solve", "--input", str(path)], env={"COLUMNS": "200"}
+        )
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    def test_pile_up_instance_reaches_the_optimum(self, tmp_path: Path) -> None:
+        # Issue 22's first reproduction printed "60.0% -> 72.0% (optimum 60.0%, the rest
+        # is dampening)".
+        output = self._solve(tmp_path, PILE_UP)
+        assert "max utilization  60.0% -> 60.0% (the optimum)" in output
+        assert "dampening" not in output
+
+    def test_damped_move_is_called_damping(self, tmp_path: Path) -> None:
+        data = json.loads(EXAMPLE.read_text())
+        output = self._solve(tmp_path, data)
+        assert "damping moves part of the way each epoch" in output
 
 
 class TestSolveErrors:
