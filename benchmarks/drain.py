@@ -71,7 +71,7 @@ from temporalio.worker import Worker
 from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, runbook_result
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.models import HealthReport
@@ -308,7 +308,7 @@ async def run_runbook(
         task_queue=queue,
         result_type=RunbookReport,
     )
-    report: RunbookReport = await handle.result()
+    report: RunbookReport = await runbook_result(handle)
     return report
 
 
@@ -349,7 +349,7 @@ async def _model_once(
         task_queue=queue,
         result_type=RunbookReport,
     )
-    report: RunbookReport = await handle.result()
+    report: RunbookReport = await runbook_result(handle)
     took = (report.finished_at - report.started_at).total_seconds()
     starts = [t.started_at for t in report.tasks if t.started_at]
     ends = [t.finished_at for t in report.tasks if t.finished_at]

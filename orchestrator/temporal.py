@@ -34,6 +34,7 @@ from orchestrator.validation import describe_validation
 
 __all__ = [
     "JOB_ID",
+    "OUTCOME",
     "REGION",
     "RUNBOOK",
     "RUN_KIND",
@@ -50,7 +51,11 @@ JOB_ID = SearchAttributeKey.for_keyword("JobId")
 #: drain, restore, drill, rebalance, loadtest, training, snapshot
 RUN_KIND = SearchAttributeKey.for_keyword("RunKind")
 
-SEARCH_ATTRIBUTES: list[SearchAttributeKey[str]] = [REGION, RUNBOOK, JOB_ID, RUN_KIND]
+#: how a run ended: completed, failed, rolled_back, aborted, rollback_failed, refused (runbooks,
+#: drills); a load test's and a training supervisor's own outcomes
+OUTCOME = SearchAttributeKey.for_keyword("Outcome")
+
+SEARCH_ATTRIBUTES: list[SearchAttributeKey[str]] = [REGION, RUNBOOK, JOB_ID, RUN_KIND, OUTCOME]
 
 
 class _InputJSONConverter(PydanticJSONPlainPayloadConverter):

@@ -18,12 +18,16 @@ from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
 from orchestrator.temporal import connect, metrics_runtime
 
-__all__ = ["build_worker", "run_worker", "sandbox_runner"]
+__all__ = ["HEARTBEAT_THROTTLE", "build_worker", "run_worker", "sandbox_runner"]
 
 log = get_logger(__name__)
 
 #: How long in-flight activities get to finish (or heartbeat out) on SIGTERM.
 GRACEFUL_SHUTDOWN = timedelta(seconds=20)
+#: Send each heartbeat within a second: a cancel (a runbook task's timeout, an abort) rides
+#: back on the heartbeat's answer, and a run waits for its activities to stop before it
+#: rolls back; the SDK's default would hold each heartbeat back up to 8 s.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 # Models, policies and activity definitions are deterministic and imported by
 # workflows; passing them through saves re-importing them for every run.
@@ -46,6 +50,7 @@ def build_worker(client: Client, settings: Settings, fleet: Fleet) -> Worker:
         activity_executor=ThreadPoolExecutor(max_workers=8),
         workflow_runner=sandbox_runner(),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
     )
 
 

@@ -14,19 +14,24 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.drill import DrillActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.contracts.drill import BlockingInput, DrillInput, DrillResult, HistoryInput
-    from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TriggerContext
+    from orchestrator.contracts.runbook import (
+        RunbookReport,
+        RunbookRunInput,
+        TriggerContext,
+        report_of,
+    )
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES, RunbookError
     from orchestrator.models import RegionStatus
     from orchestrator.policy.drill import blocking_window, least_recently_drained
     from orchestrator.runbook.params import bind
     from orchestrator.runbook.spec import ParamType, Runbook
-    from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+    from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
     from workflows.runbook import RunbookWorkflow
 
 __all__ = ["DrillWorkflow"]
@@ -38,6 +43,8 @@ RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
 )
 SHORT = timedelta(seconds=30)
+#: drills set the Outcome search attribute when they end
+OUTCOME_PATCH = "drill-outcome-attribute"
 
 
 def _region_parameter(runbook: Runbook) -> str:
@@ -123,7 +130,13 @@ class DrillWorkflow:
             result.restore_outcome = restored.outcome
             result.reason += f", {inp.restore.name} {restored.outcome}"
         self.stage = "done"
+        self._outcome(result.restore_outcome or result.runbook_outcome or "completed")
         return result
+
+    def _outcome(self, outcome: str) -> None:
+        """The Outcome search attribute: how the drill's runs ended, or skipped."""
+        if workflow.patched(OUTCOME_PATCH):
+            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
 
     async def _run(
         self,
@@ -134,6 +147,24 @@ class DrillWorkflow:
         restore_of: str | None = None,
     ) -> RunbookReport:
         bound = _bound(runbook, region, inp.parameters)
+        try:
+            return await self._child(inp, runbook, bound, region, wid, restore_of)
+        except ChildWorkflowError as exc:
+            # A run that did not complete fails its workflow, with its report attached.
+            report = report_of(exc)
+            if report is None:
+                raise
+            return report
+
+    async def _child(
+        self,
+        inp: DrillInput,
+        runbook: Runbook,
+        bound: Runbook,
+        region: str,
+        wid: str,
+        restore_of: str | None,
+    ) -> RunbookReport:
         return await workflow.execute_child_workflow(
             RunbookWorkflow.run,
             RunbookRunInput(
@@ -158,6 +189,7 @@ class DrillWorkflow:
 
     def _skipped(self, why: str) -> DrillResult:
         self.stage = "skipped"
+        self._outcome("skipped")
         workflow.logger.info(f"drill skipped: {why}")
         return DrillResult(outcome="skipped", reason=f"skipped: {why}", decided_at=workflow.now())
 

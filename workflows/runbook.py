@@ -21,6 +21,7 @@ from temporalio.exceptions import (
     ChildWorkflowError,
     is_cancelled_exception,
 )
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
@@ -31,21 +32,27 @@ with workflow.unsafe.imports_passed_through():
         OperatorInput,
         RunbookReport,
         RunbookRunInput,
+        RunOutcome,
+        SkipReason,
         TaskControlInput,
         TaskPhase,
         TaskState,
+        run_failure,
     )
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import RunbookKind, Task
     from orchestrator.runbook.templates import REGISTRY
-    from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+    from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
     from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor
     from workflows.runbook_failures import RunbookFailures
     from workflows.runbook_steps import (
         ACTIVITY_FAILURE_PATCH,
+        CANCELLATION,
+        CURRENT_STEP,
         RECORDS_PATCH,
+        TRUTH_PATCH,
         admit_drain,
         drain_record,
         failure_reason,
@@ -62,11 +69,6 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         self.inp = inp
         self.mode = inp.runbook.mode_for(inp.mode)
         self.tasks = {t.id: TaskState(id=t.id, template=t.template) for t in inp.runbook.tasks}
-        for task in inp.runbook.tasks:
-            if not task.active_in(self.mode):
-                self._set(
-                    task.id, TaskPhase.SKIPPED, f"when: {task.when} (this is a {self.mode} run)"
-                )
         self.order: list[str] = []  # start order = a topological order
         self.paused_by: str | None = None
         self.abort: OperatorInput | None = None
@@ -77,12 +79,23 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         self.approvals: dict[str, ApproveInput] = {}
         self.events: list[str] = []
         self.changed = False
+        self.truthful = False
+        self.why = ""
+        self.paused_on_failure: set[str] = set()
+        for task in inp.runbook.tasks:
+            if not task.active_in(self.mode):
+                self._skip(
+                    task.id, SkipReason.WHEN, f"when: {task.when} (this is a {self.mode} run)"
+                )
 
     @workflow.run
     async def run(self, inp: RunbookRunInput) -> RunbookReport:
         rb = inp.runbook
         started = workflow.now()
         info = workflow.info()
+        self.truthful = workflow.patched(TRUTH_PATCH)
+        if self.truthful:
+            CANCELLATION.set(ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
         await self._start_up(inp)
         self._event(f"{self.mode} run of {rb.name} by {inp.requested_by}")
         running: dict[str, asyncio.Task[None]] = {}
@@ -90,6 +103,10 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             for task in self._ready():
                 self.order.append(task.id)
                 running[task.id] = asyncio.create_task(self._run_task(task))
+            if self.truthful:
+                for t in running.values():
+                    if t.done() and not t.cancelled():
+                        t.result()  # a bug in this code fails the workflow task, loudly
             running = {k: t for k, t in running.items() if not t.done()}
             if not running and not self._ready():
                 break
@@ -101,6 +118,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             t.cancel()
         await asyncio.gather(*running.values(), return_exceptions=True)
         outcome = await self._finish()
+        self._show()
         durations = {
             t.id: t.duration_s
             for t in self.tasks.values()
@@ -122,7 +140,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             t.model_copy(update={"duration_s": durations.get(t.id) or 0.0}) for t in ran.tasks
         ]
         path = critical_path(ran)
-        return RunbookReport(
+        report = RunbookReport(
             runbook=rb.name,
             workflow_id=info.workflow_id,
             mode=self.mode,
@@ -136,6 +154,11 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             events=self.events,
             restore_records=restore_records(rb, self.tasks),
         )
+        if self.truthful:
+            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
+            if outcome != RunOutcome.COMPLETED:
+                raise run_failure(report, self.why)
+        return report
 
     async def _start_up(self, inp: RunbookRunInput) -> None:
         """Search attributes, the capacity check of a drain, and the tasks' history."""
@@ -165,8 +188,10 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         if rb.kind == RunbookKind.DRAIN and region is not None:
             refusal = await admit_drain(region, inp.target_utilization)
             if refusal is not None:
-                self.state = "refused"
+                self.state = RunOutcome.REFUSED
                 self._event(refusal)
+                if self.truthful:
+                    workflow.upsert_search_attributes([OUTCOME.value_set(self.state)])
                 raise ApplicationError(refusal, type="UnsafeRequest", non_retryable=True)
         history = await workflow.execute_activity_method(
             RunbookActivities.durations,
@@ -186,19 +211,91 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         for task in self.inp.runbook.tasks:
             if self.tasks[task.id].phase != TaskPhase.PENDING:
                 continue
-            strong = [self.tasks[d].phase for d in task.depends_on]
-            if any(p in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK) for p in strong):
-                self._set(task.id, TaskPhase.SKIPPED, "a dependency failed")
+            if self.truthful and task.id in self.order:
+                continue  # started already, not yet past its first stage
+            failed = [d for d in task.depends_on if self._failed(self.tasks[d])]
+            if failed:
+                self._skip(
+                    task.id, SkipReason.DEPENDENCY, f"not run: {', '.join(failed)} did not complete"
+                )
                 continue
+            strong = [self.tasks[d].phase for d in task.depends_on]
             weak_done = all(self.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
             if all(p in (TaskPhase.DONE, TaskPhase.SKIPPED) for p in strong) and weak_done:
                 ready.append(task)
         return ready
 
+    def _failed(self, dependency: TaskState) -> bool:
+        """Whether a task that ``depends_on`` this one must not run."""
+        if dependency.phase in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK):
+            return True
+        # Continued past, or itself not run for a failure: its dependents cannot run either.
+        return self.truthful and dependency.skipped in (SkipReason.CONTINUED, SkipReason.DEPENDENCY)
+
     async def _run_task(self, task: Task) -> None:
         state = self.tasks[task.id]
         state.started_at = workflow.now()
         watchdog = asyncio.create_task(self._watch(state))
+        if not self.truthful:
+            await self._run_task_unpatched(task, state, watchdog)
+            return
+        try:
+            failure = await self._stages_within_timeout(task, state)
+        except asyncio.CancelledError:
+            watchdog.cancel()  # an abort or another task's rollback: _finish closes it out
+            raise
+        if failure is not None:
+            await self._on_failure(task, state, failure)
+        elif state.phase not in TERMINAL:
+            self._set(task.id, TaskPhase.DONE, "")
+        self._task_ended(state, watchdog)
+
+    async def _stages_within_timeout(self, task: Task, state: TaskState) -> str | None:
+        """Run the task's stages; why it failed, or None.
+
+        Not asyncio.wait_for: on its timeout it re-raises whatever the cancelled stage
+        raised, and a cancelled activity comes back as an ActivityError that looks like an
+        operator's abort, so a timed-out task was left "running" for ever. Here the timeout
+        is the reason whatever the stage was doing, and the stage is stopped (its activity
+        acknowledging the cancel) before on_failure runs.
+        """
+        timeout = task.timeout if isinstance(task.timeout, float) else None
+        stages = asyncio.create_task(self._stages(task, state))
+
+        async def stop() -> None:
+            stages.cancel()
+            await asyncio.gather(stages, return_exceptions=True)
+
+        try:
+            done, _ = await workflow.wait([stages], timeout=timeout)
+        except asyncio.CancelledError:
+            await stop()
+            raise
+        except Exception as exc:  # a timer Temporal cannot set: the task fails, not the run
+            await stop()
+            return f"{type(exc).__name__}: {exc}"
+        if not done:
+            await stop()
+            return f"timed out after {timeout:g}s ({state.phase.value}: {state.message})"
+        try:
+            stages.result()
+        except TaskFailed as failed:
+            return failed.reason
+        except (ActivityError, ChildWorkflowError) as exc:
+            return failure_reason(exc)
+        except workflow.NondeterminismError:
+            raise
+        except Exception as exc:
+            # Anything else a stage raises (a template this worker does not know, a value
+            # Temporal refuses) fails the task into its on_failure; left to escape, the
+            # task stayed pending and the run "completed" around it.
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    async def _run_task_unpatched(
+        self, task: Task, state: TaskState, watchdog: asyncio.Task[None]
+    ) -> None:
+        """How runs started before TRUTH_PATCH ran a task; their histories replay this."""
         try:
             timeout = task.timeout if isinstance(task.timeout, float) else None
             await asyncio.wait_for(self._stages(task, state), timeout=timeout)
@@ -209,9 +306,6 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         except TimeoutError:
             await self._on_failure(task, state, f"timed out after {task.timeout}s")
         except (ActivityError, ChildWorkflowError) as exc:
-            # A fleet call that failed for good (a 4xx, retries used up) used to escape
-            # the task and leave it "running" for ever; runs started before the patch
-            # replay that way. A cancellation (an abort) is not a failure of the task.
             if is_cancelled_exception(exc) or not workflow.patched(ACTIVITY_FAILURE_PATCH):
                 self._task_ended(state, watchdog)
                 raise
@@ -231,6 +325,8 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
         self.changed = True
 
     async def _stages(self, task: Task, state: TaskState) -> None:
+        # Each _run_task is its own asyncio task with its own copy of the context.
+        CURRENT_STEP.set(f"{task.id}: pre-check")
         self._set(task.id, TaskPhase.PRE_CHECK, "")
         await self._conditions(task, state, task.pre_conditions, "pre-condition")
         template = REGISTRY[task.template]
@@ -242,6 +338,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             if task.id in self.skips:
                 self._set(task.id, TaskPhase.SKIPPED, f"skipped by {self.skips[task.id].by}")
                 return
+            CURRENT_STEP.set(f"{task.id}: step {step}/{len(points)}")
             self._set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
             await self.executor.apply(task, args, state, point, step)
             state.step = step
@@ -250,6 +347,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
                 await workflow.sleep(wait)
             if task.gates:
                 await self._gate(task, state, step, wait)
+        CURRENT_STEP.set(f"{task.id}: post-check")
         self._set(task.id, TaskPhase.POST_CHECK, "")
         await self._conditions(task, state, task.post_conditions, "post-condition")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         RunbookRunInput,
         TaskState,
         Undo,
+        report_of,
     )
     from orchestrator.exceptions import OrchestratorError
     from orchestrator.runbook.params import bind
@@ -50,18 +52,25 @@ class ChildTemplates:
     async def _child_runbook(
         self, rb: Runbook, mode: RunMode, child_id: str, restore_of: str | None = None
     ) -> RunbookReport:
-        report: RunbookReport = await workflow.execute_child_workflow(
-            RUNBOOK_WORKFLOW,
-            RunbookRunInput(
-                runbook=rb,
-                mode=mode,
-                requested_by=self.requested_by,
-                nested=self.nested,
-                restore_of=restore_of,
-            ),
-            id=child_id,
-            result_type=RunbookReport,
-        )
+        try:
+            report: RunbookReport = await workflow.execute_child_workflow(
+                RUNBOOK_WORKFLOW,
+                RunbookRunInput(
+                    runbook=rb,
+                    mode=mode,
+                    requested_by=self.requested_by,
+                    nested=self.nested,
+                    restore_of=restore_of,
+                ),
+                id=child_id,
+                result_type=RunbookReport,
+            )
+        except ChildWorkflowError as exc:
+            # A child that did not complete fails its workflow, with its report attached.
+            failed = report_of(exc)
+            if failed is None:
+                raise
+            return failed
         return report
 
     async def _runbook(

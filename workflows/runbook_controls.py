@@ -20,9 +20,11 @@ with workflow.unsafe.imports_passed_through():
         OperatorInput,
         RunbookRunInput,
         RunbookStatus,
+        SkipReason,
         TaskControlInput,
         TaskPhase,
         TaskState,
+        task_table,
     )
     from orchestrator.runbook.spec import RunMode
 
@@ -49,6 +51,17 @@ class RunbookControls:
         if message:
             self.tasks[task_id].message = message
         self.changed = True
+        self._show()
+
+    def _show(self) -> None:
+        """The task table as the run's current details (the Temporal UI shows it)."""
+        workflow.set_current_details(
+            task_table(self.inp.runbook.name, self.mode, self.state, self.tasks.values())
+        )
+
+    def _skip(self, task_id: str, why: SkipReason, message: str) -> None:
+        self.tasks[task_id].skipped = why
+        self._set(task_id, TaskPhase.SKIPPED, message)
 
     def _event(self, text: str) -> None:
         stamp = workflow.now().strftime("%H:%M:%S")
@@ -77,7 +90,7 @@ class RunbookControls:
     def skip(self, inp: TaskControlInput) -> RunbookStatus:
         self.skips[inp.task] = inp
         if self.tasks[inp.task].phase == TaskPhase.PENDING:
-            self._set(inp.task, TaskPhase.SKIPPED, f"skipped by {inp.by}: {inp.reason}")
+            self._skip(inp.task, SkipReason.OPERATOR, f"skipped by {inp.by}: {inp.reason}")
         self._event(f"{inp.task}: skipped by {inp.by}: {inp.reason}")
         return self.status()
 

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import Runbook, RunMode, Task
     from workflows.runbook_children import ChildTemplates
     from workflows.runbook_state import StateTemplates
-    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
+    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, check, step_summary
 
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
@@ -81,12 +81,16 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 start_to_close_timeout=SHORT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                summary=step_summary(),
+                cancellation_type=cancellation(),
             )
             table = await workflow.execute_activity_method(
                 FleetReadActivities.read_routing,
                 start_to_close_timeout=SHORT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                summary=step_summary(),
+                cancellation_type=cancellation(),
             )
             start = status.shares.get(args.region, 0.0)
             held = any(o.region == args.region for o in status.overrides)
@@ -126,6 +130,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
             start_to_close_timeout=timedelta(minutes=5),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     async def _release(self, region: str, table: dict[str, dict[str, float]] | None = None) -> None:
@@ -137,6 +143,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
             start_to_close_timeout=timedelta(minutes=5),
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     async def _service_weight(
@@ -149,6 +157,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 start_to_close_timeout=SHORT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                summary=step_summary(),
+                cancellation_type=cancellation(),
             )
             state.undo = Undo(
                 template="service_weight",
@@ -172,6 +182,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     async def _config_change(
@@ -188,6 +200,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     # --- undo ----------------------------------------------------------------
@@ -214,6 +228,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                     start_to_close_timeout=SHORT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
+                    summary=step_summary(),
+                    cancellation_type=cancellation(),
                 )
             case "job_update":
                 await workflow.execute_activity_method(
@@ -222,6 +238,8 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                     start_to_close_timeout=SHORT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
+                    summary=step_summary(),
+                    cancellation_type=cancellation(),
                 )
             case "runbook":
                 await self._undo_runbook(task_id, a)

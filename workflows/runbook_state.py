@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.runbook import JobsInput, RunbookActivities, ShardStepInput
     from orchestrator.contracts.runbook import TaskState, Undo
     from orchestrator.runbook.spec import Task
-    from workflows.runbook_steps import RETRY, SHORT
+    from workflows.runbook_steps import RETRY, SHORT, cancellation, step_summary
     from workflows.runbook_waits import WaitTemplates
 
 __all__ = ["StateTemplates"]
@@ -65,6 +65,8 @@ class StateTemplates(WaitTemplates):
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
         if args.direction == "out":
             state.undo = Undo(
@@ -84,6 +86,8 @@ class StateTemplates(WaitTemplates):
                 start_to_close_timeout=SHORT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                summary=step_summary(),
+                cancellation_type=cancellation(),
             )
             state.undo = Undo(
                 template="shard_return",
@@ -109,6 +113,8 @@ class StateTemplates(WaitTemplates):
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     async def _job_update(
@@ -127,6 +133,8 @@ class StateTemplates(WaitTemplates):
                     start_to_close_timeout=SHORT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
+                    summary=step_summary(),
+                    cancellation_type=cancellation(),
                 )
                 state.undo = Undo(
                     template="job_update", args={"operation": flipped, "jobs": listed}
@@ -140,5 +148,7 @@ class StateTemplates(WaitTemplates):
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
         state.undo = Undo(template="job_update", args={"operation": flipped, "jobs": jobs})

@@ -3,11 +3,13 @@ stage, and reading health predicates through the check activity."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.drain import DrainActivities, DrainCheckInput, DrainRecordInput
@@ -20,6 +22,11 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = [
     "ACTIVITY_FAILURE_PATCH",
+    "CANCELLATION",
+    "CURRENT_STEP",
+    "TRUTH_PATCH",
+    "cancellation",
+    "step_summary",
     "RECORDS_PATCH",
     "RETRY",
     "SHORT",
@@ -37,6 +44,31 @@ RECORDS_PATCH = "restore-from-drain-records"
 #: a task whose activity or child workflow fails for good goes to its on_failure, and a
 #: refused undo is reported without stopping the other undos
 ACTIVITY_FAILURE_PATCH = "activity-failure-fails-task"
+#: a run says completed only when it did the work: a task's timeout reaches its on_failure
+#: whatever it was doing, no task is left pending or running, a run that did not complete
+#: fails its workflow execution, and every run sets the Outcome search attribute
+TRUTH_PATCH = "runs-tell-the-truth"
+
+#: "<task>: step i/n" of the task this asyncio task runs, for the summary of its activities
+CURRENT_STEP: ContextVar[str] = ContextVar("runbook_step", default="")
+
+
+def step_summary() -> str | None:
+    """The summary of an activity scheduled now: the runbook task and step it serves."""
+    return CURRENT_STEP.get() or None
+
+
+#: how a run's activities are cancelled (a task's timeout, an abort): runs since
+#: TRUTH_PATCH wait until the activity has stopped, so a fleet call cut off by a timeout
+#: cannot land after the rollback that follows it
+CANCELLATION: ContextVar[ActivityCancellationType] = ContextVar(
+    "runbook_cancellation", default=ActivityCancellationType.TRY_CANCEL
+)
+
+
+def cancellation() -> ActivityCancellationType:
+    return CANCELLATION.get()
+
 
 RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -70,6 +102,8 @@ async def check(predicates: list[Predicate], window_s: float | None = None) -> C
         start_to_close_timeout=SHORT,
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
         retry_policy=RETRY,
+        summary=step_summary(),
+        cancellation_type=cancellation(),
     )
 
 
@@ -89,6 +123,8 @@ async def admit_drain(region: str, target: float) -> str | None:
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary="capacity check before the drain",
+            cancellation_type=cancellation(),
         )
     except ActivityError as exc:
         cause = exc.cause
@@ -109,6 +145,8 @@ async def drain_record(region: str, restore_of: str | None) -> DrainRecord:
         start_to_close_timeout=SHORT,
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
         retry_policy=RETRY,
+        summary="read what the drain recorded, for its restore",
+        cancellation_type=cancellation(),
     )
 
 

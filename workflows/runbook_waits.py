@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.runbook import HoldInput, NotifyInput, RunbookActivities
     from orchestrator.contracts.runbook import TaskState
     from orchestrator.runbook.spec import Task
-    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, check
+    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, check, step_summary
 
 __all__ = ["WaitTemplates"]
 
@@ -60,6 +60,8 @@ class WaitTemplates:
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
+            summary=step_summary(),
+            cancellation_type=cancellation(),
         )
 
     async def _delay(
@@ -72,6 +74,8 @@ class WaitTemplates:
                 start_to_close_timeout=timedelta(seconds=args.duration) + SHORT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                summary=step_summary(),
+                cancellation_type=cancellation(),
             )
             return
         await workflow.sleep(args.duration)

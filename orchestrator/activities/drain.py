@@ -10,18 +10,24 @@ activity as its first step, so a drain started by a trigger is checked too.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from orchestrator.activities.errors import reported
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
-from orchestrator.contracts.runbook import DrainRecord, RunbookReport, override_owner
+from orchestrator.contracts.runbook import (
+    DrainRecord,
+    RunbookReport,
+    override_owner,
+    runbook_result,
+)
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.policy.drain_capacity import (
     DEFAULT_TARGET_UTILIZATION,
@@ -141,14 +147,19 @@ class DrainActivities:
             return DrainRecord(note=f"no finished drain of {inp.region} left to restore")
         handle = self._client.get_workflow_handle(wid, result_type=RunbookReport)
         described = await handle.describe()
-        if described.status != WorkflowExecutionStatus.COMPLETED:
+        report = None
+        if described.status in (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.FAILED):
+            # A drain that did not complete fails with its report attached: what it did not
+            # roll back (an undo the fleet refused) is still there to restore.
+            with contextlib.suppress(WorkflowFailureError):
+                report = await runbook_result(handle)
+        if report is None:
             status = described.status.name.lower() if described.status else "unknown"
             raise ApplicationError(
                 f"drain {wid} is {status}: nothing recorded to restore from",
                 type="UnsafeRequest",
                 non_retryable=True,
             )
-        report = await handle.result()
         return DrainRecord(workflow_id=wid, records=report.restore_records)
 
     async def _newest_drain(self, inp: DrainRecordInput) -> str:
@@ -157,7 +168,12 @@ class DrainActivities:
             scope += f" AND TaskQueue = '{inp.task_queue}'"
         newest: dict[str, tuple[Any, str]] = {}
         for kind in ("drain", "restore"):
-            query = f"RunKind = '{kind}' AND ExecutionStatus = 'Completed'{scope}"
+            # A drain that failed without undoing all it did (its Outcome says so) left
+            # changes to restore; a restore counts only once it completed.
+            ended = "ExecutionStatus = 'Completed'"
+            if kind == "drain":
+                ended = f"({ended} OR Outcome = 'failed' OR Outcome = 'rollback_failed')"
+            query = f"RunKind = '{kind}' AND {ended}{scope}"
             async for execution in self._client.list_workflows(query):
                 closed = execution.close_time
                 if closed is not None and (kind not in newest or closed > newest[kind][0]):

@@ -40,6 +40,7 @@ from orchestrator.contracts.runbook import (
     RunbookStatus,
     TaskControlInput,
     TaskState,
+    runbook_result,
 )
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.runbook import load_runbook, nested_runbooks
@@ -120,7 +121,7 @@ async def start_and_follow(
     if not wait:
         return None
     await follow(handle)
-    return await handle.result()
+    return await runbook_result(handle)
 
 
 def status_table(status: RunbookStatus, title: str) -> Table:

@@ -12,17 +12,39 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError
 
 from orchestrator.commands.output import fail
 from orchestrator.commands.platform import settings_or_exit
 from orchestrator.config import Settings
+from orchestrator.contracts.runbook import report_of
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.temporal import connect
 
-__all__ = ["result_or_query", "with_client"]
+__all__ = ["real_cause", "result_or_query", "with_client"]
 
 T = TypeVar("T")
+
+
+def real_cause(exc: BaseException) -> str:
+    """What actually went wrong, from the innermost cause: the fleet's or the workflow's own
+    message, with the activity or child that failed, never "Activity task failed"."""
+    where: list[str] = []
+    cause: BaseException | None = exc
+    inner: BaseException = exc
+    while cause is not None:
+        if isinstance(cause, ActivityError):
+            where.append(f"activity {cause.activity_type}")
+        elif isinstance(cause, ChildWorkflowError):
+            where.append(f"child {cause.workflow_type} {cause.workflow_id}")
+        inner = cause
+        cause = getattr(cause, "cause", None) or cause.__cause__
+    if isinstance(inner, ApplicationError) and inner.type:
+        text = f"{inner.type}: {inner.message}"
+    else:
+        text = str(getattr(inner, "message", "") or inner)
+    return f"{text} (in {', '.join(where)})" if where else text
 
 
 def with_client(body: Callable[[Client, Settings], Awaitable[T]], what: str = "workflow") -> T:
@@ -37,9 +59,9 @@ def with_client(body: Callable[[Client, Settings], Awaitable[T]], what: str = "w
     except OrchestratorError as exc:
         fail(str(exc), code=2)
     except WorkflowFailureError as exc:
-        fail(f"{what} failed: {exc.cause or exc}")
+        fail(f"{what} failed: {real_cause(exc)}")
     except WorkflowUpdateFailedError as exc:
-        fail(f"refused: {exc.cause}")
+        fail(f"refused: {real_cause(exc)}")
     except RPCError as exc:
         fail(f"Temporal refused the request: {exc.message}")
 
@@ -52,4 +74,11 @@ async def result_or_query(
     described = await handle.describe()
     if described.status == WorkflowExecutionStatus.RUNNING:
         return await handle.query(query, result_type=query_type)
-    return await handle.result()
+    try:
+        return await handle.result()
+    except WorkflowFailureError as exc:
+        # A runbook run that did not complete failed with its report attached.
+        report = report_of(exc)
+        if report is None:
+            raise
+        return report

@@ -7,23 +7,29 @@ runbook never starts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 from orchestrator.runbook.spec import Runbook, RunMode
 
 __all__ = [
     "RUNBOOK_WORKFLOW",
+    "RUN_NOT_COMPLETED",
     "TERMINAL",
     "AlertResolvedInput",
     "ApproveInput",
     "DrainRecord",
     "OperatorInput",
+    "RunOutcome",
     "RunbookReport",
     "RunbookStatus",
+    "SkipReason",
     "TaskControlInput",
     "TaskPhase",
     "TaskState",
@@ -31,7 +37,13 @@ __all__ = [
     "RunbookRunInput",
     "TriggerContext",
     "override_owner",
+    "report_of",
+    "run_failure",
+    "runbook_result",
     "runbook_workflow_id",
+    "task_table",
+    "unfinished",
+    "why_not_completed",
 ]
 
 #: the workflow type name, for starters that start it by name
@@ -102,9 +114,49 @@ class TaskPhase(StrEnum):
     SKIPPED = "skipped"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"
+    #: in flight when the run was aborted or rolled back, with nothing of its own to undo
+    CANCELLED = "cancelled"
 
 
-TERMINAL = {TaskPhase.DONE, TaskPhase.SKIPPED, TaskPhase.FAILED, TaskPhase.ROLLED_BACK}
+TERMINAL = {
+    TaskPhase.DONE,
+    TaskPhase.SKIPPED,
+    TaskPhase.FAILED,
+    TaskPhase.ROLLED_BACK,
+    TaskPhase.CANCELLED,
+}
+
+
+class SkipReason(StrEnum):
+    """Why a task was skipped: a run may end ``completed`` with skipped tasks only for these."""
+
+    #: its ``when:`` does not match the run's mode
+    WHEN = "when"
+    #: an operator skipped it (``runbook skip``), before it started or after it failed
+    OPERATOR = "operator"
+    #: it failed and its ``on_failure: continue`` let the run go on without it
+    CONTINUED = "on_failure_continue"
+    #: a task it ``depends_on`` failed or was continued past, so it could not run
+    DEPENDENCY = "dependency"
+    #: never started: the run was aborted or rolled back first
+    RUN_ENDED = "run_ended"
+
+
+class RunOutcome(StrEnum):
+    """How a run ended. Only ``completed`` means every task did its work (or was skipped for
+    a reason in :class:`SkipReason`); every other outcome ends the workflow execution failed,
+    so the Temporal UI and ``temporal workflow list`` show it red, and the ``Outcome`` search
+    attribute says which."""
+
+    COMPLETED = "completed"
+    #: tasks failed and the run did not roll back, or a task was left unfinished
+    FAILED = "failed"
+    ROLLED_BACK = "rolled_back"
+    ABORTED = "aborted"
+    #: an undo the fleet refused during a rollback: an operator must finish it
+    ROLLBACK_FAILED = "rollback_failed"
+    #: refused before anything changed (the drain capacity check)
+    REFUSED = "refused"
 
 
 class Undo(BaseModel):
@@ -128,6 +180,8 @@ class TaskState(BaseModel):
     expected_s: float | None = None
     undo: Undo | None = None
     overrides: list[str] = Field(default_factory=list)
+    #: why it was skipped (with ``phase`` skipped); ``message`` says it in words
+    skipped: SkipReason | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -189,3 +243,82 @@ class DrainRecord(BaseModel):
     records: dict[str, Undo] = Field(default_factory=dict)
     #: why nothing was found, for the run's events
     note: str = ""
+
+
+def unfinished(tasks: list[TaskState]) -> list[TaskState]:
+    """Tasks still pending or in flight: none may be left when a run ends."""
+    return [t for t in tasks if t.phase not in TERMINAL]
+
+
+def why_not_completed(tasks: list[TaskState]) -> list[str]:
+    """What keeps a run from ending ``completed``, one line per task; empty when it may.
+
+    A run is completed only when every task is done, or skipped with a stated reason.
+    """
+    problems = []
+    for t in tasks:
+        if t.phase == TaskPhase.DONE:
+            continue
+        if t.phase == TaskPhase.SKIPPED and t.skipped is not None and t.message:
+            continue
+        if t.phase == TaskPhase.SKIPPED:
+            problems.append(f"{t.id}: skipped without a stated reason")
+        else:
+            problems.append(f"{t.id}: {t.phase.value}" + (f" ({t.message})" if t.message else ""))
+    return problems
+
+
+#: the ``ApplicationError`` type a run that did not complete fails its workflow with
+RUN_NOT_COMPLETED = "RunNotCompleted"
+
+
+def run_failure(report: RunbookReport, why: str) -> ApplicationError:
+    """The error a run that did not complete ends with; its report rides in the details."""
+    return ApplicationError(
+        f"{report.runbook} {report.outcome}: {why}",
+        report.model_dump(mode="json"),
+        type=RUN_NOT_COMPLETED,
+        non_retryable=True,
+    )
+
+
+def report_of(exc: BaseException | None) -> RunbookReport | None:
+    """The report a failed run carries (see :func:`run_failure`), wherever it sits in the
+    cause chain of a client's or a parent workflow's error; None if it carries none."""
+    while exc is not None:
+        if isinstance(exc, ApplicationError) and exc.type == RUN_NOT_COMPLETED and exc.details:
+            try:
+                return RunbookReport.model_validate(exc.details[0])
+            except ValidationError:
+                return None
+        exc = exc.__cause__ if exc.__cause__ is not None else getattr(exc, "cause", None)
+    return None
+
+
+def task_table(runbook: str, mode: str, state: str, tasks: Iterable[TaskState]) -> str:
+    """A run's tasks as Temporal markdown, for the workflow's current details."""
+    tasks = list(tasks)
+    done = sum(1 for t in tasks if t.phase in TERMINAL)
+    rows = [
+        f"**{runbook}** ({mode} run): {state}, {done}/{len(tasks)} tasks ended",
+        "",
+        "| task | phase | step | message |",
+        "|---|---|---|---|",
+    ]
+    for t in tasks:
+        step = f"{t.step}/{t.steps}" if t.steps else ""
+        message = t.message.replace("|", "/").replace("\n", " ")[:200]
+        rows.append(f"| {t.id} | {t.phase.value} | {step} | {message} |")
+    return "\n".join(rows)
+
+
+async def runbook_result(handle: WorkflowHandle[Any, Any]) -> RunbookReport:
+    """A run's report, whether it completed or failed with its report attached."""
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        report = report_of(exc)
+        if report is None:
+            raise
+        return report
+    return RunbookReport.model_validate(result) if isinstance(result, dict) else result

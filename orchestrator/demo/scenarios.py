@@ -22,7 +22,12 @@ from temporalio.common import WorkflowIDConflictPolicy
 from orchestrator.commands.training_control import start_supervisor, wait_for_supervisor
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, RunbookStatus
+from orchestrator.contracts.runbook import (
+    RunbookReport,
+    RunbookRunInput,
+    RunbookStatus,
+    runbook_result,
+)
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
 from orchestrator.demo.stack import DemoError
 from orchestrator.fleet.http import HttpFleet
@@ -245,7 +250,7 @@ async def _runbook(ctx: DemoContext, name: str, wid: str) -> RunbookReport:
         240,
         name,
     )
-    return await handle.result()
+    return await runbook_result(handle)
 
 
 async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:

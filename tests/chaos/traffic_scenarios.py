@@ -114,7 +114,7 @@ class DrainRestore(Scenario):
         stack.notes["topology"] = await stack.read(stack.fleet.topology)
 
     async def _runbook(self, stack: ChaosStack, name: str, restore_of: str | None = None) -> str:
-        from orchestrator.contracts.runbook import RunbookRunInput
+        from orchestrator.contracts.runbook import RunbookRunInput, runbook_result
         from orchestrator.runbook.lint import load_runbook
         from workflows.runbook import RunbookWorkflow
 
@@ -131,7 +131,7 @@ class DrainRestore(Scenario):
             id=f"{name}-{self.region}",
             task_queue=stack.task_queue,
         )
-        report = await asyncio.wait_for(handle.result(), self.limit_s)
+        report = await asyncio.wait_for(runbook_result(handle), self.limit_s)
         return str(report.outcome)
 
     async def run(self, stack: ChaosStack) -> None:

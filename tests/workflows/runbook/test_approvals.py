@@ -16,7 +16,13 @@ import yaml
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.contracts.runbook import ApproveInput, RunbookRunInput, TaskPhase
+from orchestrator.contracts.runbook import (
+    ApproveInput,
+    RunbookRunInput,
+    SkipReason,
+    TaskPhase,
+    runbook_result,
+)
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook, RunMode
 from orchestrator.temporal import binary_path
@@ -102,7 +108,7 @@ class TestApproval:
             RunbookWorkflow.approve, ApproveInput(task="sign-off", by="bob", comment="lgtm")
         )
         assert any("sign-off: approved by bob at 20" in e and "lgtm" in e for e in status.events)
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "completed"
         sign_off = next(t for t in report.tasks if t.id == "sign-off")
         assert sign_off.phase == TaskPhase.DONE and "by='bob'" in sign_off.message
@@ -123,7 +129,7 @@ class TestApproval:
         )  # fmt: skip
         out, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 0, err.decode()
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "completed"
         assert any("approved by alice" in e and "from the CLI" in e for e in report.events)
 
@@ -135,7 +141,7 @@ class TestApprovalTimeout:
     async def test_timeout_rolls_back(self, stack: Stack) -> None:
         before = (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0)
         handle = await start(stack, runbook(GATED, on_failure="rollback", timeout="1s"))
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "rolled_back"
         phases = {t.id: t.phase for t in report.tasks}
         assert phases == {"web-off": TaskPhase.ROLLED_BACK, "sign-off": TaskPhase.FAILED}
@@ -146,10 +152,13 @@ class TestApprovalTimeout:
 
     async def test_timeout_continues(self, stack: Stack) -> None:
         handle = await start(stack, runbook(GATED, on_failure="continue", timeout="1s"))
-        report = await handle.result()
-        assert report.outcome == "failed"
+        report = await runbook_result(handle)
+        assert report.outcome == "completed"
         phases = {t.id: t.phase for t in report.tasks}
-        assert phases == {"web-off": TaskPhase.DONE, "sign-off": TaskPhase.FAILED}
+        assert phases == {"web-off": TaskPhase.DONE, "sign-off": TaskPhase.SKIPPED}
+        sign_off = next(t for t in report.tasks if t.id == "sign-off")
+        assert sign_off.skipped == SkipReason.CONTINUED
+        assert "no approval within 1s" in sign_off.message
 
 
 class TestDrillVersusReal:
@@ -163,7 +172,7 @@ class TestDrillVersusReal:
     async def test_mode_selects_tasks(
         self, stack: Stack, mode: RunMode, ran: str, skipped: str
     ) -> None:
-        report = await (await start(stack, runbook(MODES), mode)).result()
+        report = await runbook_result(await start(stack, runbook(MODES), mode))
         assert report.mode == mode and report.outcome == "completed"
         tasks = {t.id: t for t in report.tasks}
         assert tasks["always"].phase == tasks[ran].phase == TaskPhase.DONE

@@ -6,7 +6,13 @@ import yaml
 from temporalio.client import WorkflowHandle
 
 from orchestrator.contracts.load_test import LoadTestResult
-from orchestrator.contracts.runbook import OperatorInput, RunbookReport, TaskPhase, TaskState
+from orchestrator.contracts.runbook import (
+    OperatorInput,
+    RunbookReport,
+    TaskPhase,
+    TaskState,
+    runbook_result,
+)
 from orchestrator.runbook.spec import Runbook
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start, wait_phase
@@ -91,20 +97,20 @@ class TestNestedRunbook:
         child: WorkflowHandle = stack.client.get_workflow_handle(
             f"{handle.id}/inner", result_type=RunbookReport
         )
-        report = await child.result()
+        report = await runbook_result(child)
         assert report.outcome == "completed" and report.runbook == "sessions-off"
         assert (await stack.fleet.topology()).service_weights["eu-west/sessions"] == 0.0
 
         await handle.execute_update(
             RunbookWorkflow.abort_run, OperatorInput(by="bob", reason="test")
         )
-        parent = await handle.result()
+        parent = await runbook_result(handle)
         assert parent.outcome == "aborted"
         assert state(parent, "inner").phase == TaskPhase.ROLLED_BACK
         restore: WorkflowHandle = stack.client.get_workflow_handle(
             f"{handle.id}/inner/restore", result_type=RunbookReport
         )
-        assert (await restore.result()).runbook == "sessions-on"
+        assert (await runbook_result(restore)).runbook == "sessions-on"
         weights = (await stack.fleet.topology()).service_weights
         assert weights.get("eu-west/sessions", 1.0) == before
 
@@ -112,7 +118,7 @@ class TestNestedRunbook:
         self, stack: Stack, balanced: dict[str, dict[str, float]]
     ) -> None:
         handle = await start(stack, runbook(PARENT, region="eu-west"))
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "rolled_back"
         inner = state(report, "inner")
         assert inner.phase == TaskPhase.FAILED
@@ -127,7 +133,7 @@ class TestLoadTestTask:
         self, stack: Stack, balanced: dict[str, dict[str, float]]
     ) -> None:
         handle = await start(stack, runbook(LOAD))
-        report = await handle.result()
+        report = await runbook_result(handle)
         probe = state(report, "probe")
         assert report.outcome == "completed", probe.message
         assert probe.phase == TaskPhase.DONE and "rps" in probe.message

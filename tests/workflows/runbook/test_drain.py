@@ -14,7 +14,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from orchestrator.contracts.runbook import ApproveInput, TaskPhase
+from orchestrator.contracts.runbook import ApproveInput, TaskPhase, runbook_result
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import DRAIN, close, runbook, start, wait_phase
 from workflows.runbook import RunbookWorkflow
@@ -31,7 +31,7 @@ tasks:
 
 async def refusal_of(handle: Any) -> ApplicationError:
     with pytest.raises(WorkflowFailureError) as failed:
-        await handle.result()
+        await runbook_result(handle)
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError)
     return cause
@@ -91,7 +91,7 @@ class TestCapacityRefusal:
         await first.execute_update(
             RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice")
         )
-        assert (await first.result()).outcome == "completed"
+        assert (await runbook_result(first)).outcome == "completed"
 
 
 class TestDrainCommand:
@@ -161,7 +161,7 @@ class TestDrainCommand:
             "looks fine",
         )
         assert code == 0, err
-        await handle.result()
+        await runbook_result(handle)
         code, out, err = await cli(stack, "runbook", "status", "cli-drain", "--json")
         assert code == 0, err
         report = json.loads(out)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from orchestrator.contracts.runbook import TaskPhase
+from orchestrator.contracts.runbook import SkipReason, TaskPhase, runbook_result
 from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
 from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
@@ -55,7 +55,7 @@ class TestGateHolds:
             handle = await start(stack, held(10))
             await wait_phase(handle, "web-down", TaskPhase.BLOCKED)
             (await lab.delete("/lab/faults")).raise_for_status()
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "completed", report.events
         assert any("web-down: holding at step 1 (1/10)" in e for e in report.events)
         assert (await stack.fleet.topology()).service_weights["eu-west/web"] == 0.0
@@ -67,7 +67,7 @@ class TestGateHolds:
                 await lab.post("/lab/faults", json={"error_rate": {"us-east": 0.3}})
             ).raise_for_status()
             try:
-                report = await (await start(stack, held(2))).result()
+                report = await runbook_result(await start(stack, held(2)))
             finally:
                 (await lab.delete("/lab/faults")).raise_for_status()
         assert report.outcome == "rolled_back"
@@ -100,7 +100,7 @@ class TestActivityFailure:
 
     async def test_rollback(self, stack: Stack) -> None:
         rb = runbook(FAILING_ACTIVITY.replace("ON_FAILURE", "rollback"))
-        report = await (await start(stack, rb)).result()
+        report = await runbook_result(await start(stack, rb))
         tasks = {t.id: t for t in report.tasks}
         # The failed task's undo (weight 1 for the unknown service) is refused as well.
         assert report.outcome == "rollback_failed", report.events
@@ -113,7 +113,12 @@ class TestActivityFailure:
 
     async def test_continue(self, stack: Stack) -> None:
         rb = runbook(FAILING_ACTIVITY.replace("ON_FAILURE", "continue"))
-        report = await (await start(stack, rb)).result()
+        report = await runbook_result(await start(stack, rb))
         phases = {t.id: t.phase for t in report.tasks}
-        assert report.outcome == "failed", report.events
-        assert phases == {"web-down": TaskPhase.DONE, "no-such-pool": TaskPhase.FAILED}
+        # The runbook let the run go on without the task: skipped, saying why, and the
+        # run completed the rest.
+        assert report.outcome == "completed", report.events
+        assert phases == {"web-down": TaskPhase.DONE, "no-such-pool": TaskPhase.SKIPPED}
+        failed = next(t for t in report.tasks if t.id == "no-such-pool")
+        assert failed.skipped == SkipReason.CONTINUED
+        assert "unknown service" in failed.message

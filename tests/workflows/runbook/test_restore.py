@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from orchestrator.contracts.runbook import RunbookReport
+from orchestrator.contracts.runbook import RunbookReport, runbook_result
 from orchestrator.models import ServiceWeightChange
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start
@@ -92,7 +92,7 @@ class TestRestoreFromDrainRecords:
         before = await stack.fleet.topology()
         assert [j.name for j in before.batch_jobs if j.region == "eu-west" and not j.running]
         drain = await start(stack, runbook(DRAIN, region="eu-west"))
-        drained: RunbookReport = await drain.result()
+        drained: RunbookReport = await runbook_result(drain)
         assert drained.outcome == "completed"
         assert set(drained.restore_records) == {
             "traffic-back",
@@ -103,7 +103,7 @@ class TestRestoreFromDrainRecords:
         await visible(stack, drain.id)
 
         restore = await start(stack, runbook(RESTORE, region="eu-west"))
-        restored: RunbookReport = await restore.result()
+        restored: RunbookReport = await runbook_result(restore)
         assert restored.outcome == "completed"
         assert any(f"restoring what {drain.id} recorded" in e for e in restored.events)
         after = await stack.fleet.topology()
@@ -129,6 +129,6 @@ class TestRestoreFromDrainRecords:
         self, stack: Stack, balanced: dict[str, dict[str, float]]
     ) -> None:
         restore = await start(stack, runbook(RESTORE, region="us-west"))
-        report: RunbookReport = await restore.result()
+        report: RunbookReport = await runbook_result(restore)
         assert report.outcome == "completed"
         assert any("no finished drain of us-west left to restore" in e for e in report.events)

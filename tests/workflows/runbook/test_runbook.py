@@ -9,6 +9,7 @@ from orchestrator.contracts.runbook import (
     OperatorInput,
     TaskControlInput,
     TaskPhase,
+    runbook_result,
 )
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import DRAIN, close, runbook, start, wait_phase
@@ -35,7 +36,7 @@ class TestDrainAndRollback:
         await handle.execute_update(
             RunbookWorkflow.abort_run, OperatorInput(by="bob", reason="test")
         )
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "aborted"
         after = await stack.fleet.topology()
         assert after.service_weights.get("eu-west/sessions", 1.0) == before.service_weights.get(
@@ -59,7 +60,7 @@ class TestDrainAndRollback:
         await handle.execute_update(
             RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice", comment="ok")
         )
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "completed"
         assert report.critical_path[0] == "shift-traffic" and report.critical_path[-1] == "sign-off"
         assert report.sequential_s >= report.critical_path_s > 0
@@ -86,4 +87,4 @@ class TestOperatorControls:
         await handle.execute_update(
             RunbookWorkflow.approve, ApproveInput(task="sign-off", by="alice")
         )
-        assert (await handle.result()).outcome == "completed"
+        assert (await runbook_result(handle)).outcome == "completed"

@@ -12,6 +12,7 @@ from orchestrator.contracts.runbook import (
     RunbookStatus,
     TaskControlInput,
     TaskPhase,
+    runbook_result,
 )
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import runbook, start, wait_phase
@@ -58,7 +59,7 @@ class TestParallelScheduling:
     weak dependency has ended."""
 
     async def test_independent_tasks_overlap(self, stack: Stack) -> None:
-        report = await (await start(stack, runbook(PARALLEL))).result()
+        report = await runbook_result(await start(stack, runbook(PARALLEL)))
         assert report.outcome == "completed"
         t = {s.id: s for s in report.tasks}
         assert all(s.started_at and s.finished_at for s in t.values())
@@ -95,7 +96,7 @@ class TestOverrideAndPause:
         assert phases["needs-impossible-health"] not in (TaskPhase.RUNNING, TaskPhase.DONE)
         assert phases["stepped"] == TaskPhase.PENDING
         await handle.execute_update(RunbookWorkflow.resume, OperatorInput(by="dave"))
-        report = await handle.result()
+        report = await runbook_result(handle)
         assert report.outcome == "completed"
         guarded = next(t for t in report.tasks if t.id == "needs-impossible-health")
         assert guarded.overrides and guarded.overrides[0].startswith("dave: p99 probe broken")
