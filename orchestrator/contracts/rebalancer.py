@@ -20,6 +20,7 @@ __all__ = [
     "RebalancerState",
     "RebalancerStatus",
     "ResumeInput",
+    "RoutingWriter",
     "SetOverrideInput",
     "hold_memo",
     "holds_from_memo",
@@ -175,3 +176,15 @@ def holds_from_memo(value: object) -> list[Override]:
     if not isinstance(value, list):
         raise ValueError(f"memo {HOLDS_MEMO}: expected a list, got {type(value).__name__}")
     return [Override.model_validate(entry) for entry in value]
+
+
+class RoutingWriter(BaseModel):
+    """Who writes routing now, for a run that needs a table changed (a load test)."""
+
+    #: whether a rebalancer runs (and answered its status query)
+    running: bool
+    status: RebalancerStatus | None = None
+    #: without one, what became of it, in words
+    detail: str = ""
+    #: without one, the holds its last run kept (a drained region stays out)
+    holds: list[Override] = Field(default_factory=list)
