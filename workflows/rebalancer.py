@@ -41,14 +41,14 @@ with workflow.unsafe.imports_passed_through():
         make_override,
         set_override_refusal,
     )
-    from workflows.rebalancer_support import ACTIVITY_RETRY, WriterSupport, unreadable
+    from workflows.rebalancer_support import (
+        ACTIVITY_RETRY,
+        URGENT_RETRIES,
+        WriterSupport,
+        unreadable,
+    )
 
-__all__ = ["ACTIVITY_RETRY", "TrafficRebalanceWorkflow"]
-
-#: an override waiting on an epoch whose inputs were untrusted (a window with no samples
-#: from a region) is tried again this many times, a window apart, before it is refused
-URGENT_RETRIES = 3
-URGENT_RETRY_PATCH = "retry-untrusted-urgent-epoch"
+__all__ = ["ACTIVITY_RETRY", "URGENT_RETRIES", "TrafficRebalanceWorkflow"]
 
 
 @workflow.defn
@@ -93,21 +93,6 @@ class TrafficRebalanceWorkflow(WriterSupport):
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=wait_s))
         self.wake = False
-
-    def _retry_untrusted(self, plan: EpochPlan, urgent: bool) -> bool:
-        """Whether a skipped urgent epoch is tried again instead of refusing its overrides.
-
-        A drain's step or a load test's restore should not fail on one window in which a
-        region reported nothing; an infeasible solve, or a lasting gap, still refuses.
-        """
-        if not (urgent and plan.untrusted and self.urgent_skips < URGENT_RETRIES):
-            self.urgent_skips = 0
-            return False
-        if not workflow.patched(URGENT_RETRY_PATCH):
-            return False
-        self.urgent_skips += 1
-        self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
-        return True
 
     async def _epoch(self) -> None:
         changes = self.overrides.changes

@@ -47,6 +47,7 @@ __all__ = [
     "KEYS_PATCH",
     "OUTAGE_PATCH",
     "RECOVER_PATCH",
+    "URGENT_RETRIES",
     "WriterSupport",
     "failure_reason",
     "unreadable",
@@ -64,6 +65,11 @@ KEYS_PATCH = "rebalancer-run-scoped-keys"
 OUTAGE_PATCH = "rebalancer-survives-fleet-outage"
 #: holds are kept in the memo, and a new run takes over those of the run before it
 RECOVER_PATCH = "rebalancer-recover-holds"
+#: an override waiting on an epoch whose inputs were untrusted (a window with no samples
+#: from a region, a fleet unreachable) is tried again this many times, a window apart,
+#: before it is refused
+URGENT_RETRIES = 3
+URGENT_RETRY_PATCH = "retry-untrusted-urgent-epoch"
 
 
 def failure_reason(exc: ActivityError) -> str:
@@ -85,6 +91,8 @@ class WriterSupport:
     inp: RebalancerInput
     state: RebalancerState
     _memo_holds: object
+    urgent_skips: int
+    retry_s: float | None
 
     def _count(self, metric: str, description: str) -> None:
         workflow.metric_meter().create_counter(metric, description).add(1)
@@ -121,6 +129,21 @@ class WriterSupport:
                 raise
             return self._unreachable("publishing", exc)
         return published
+
+    def _retry_untrusted(self, plan: EpochPlan, urgent: bool) -> bool:
+        """Whether a skipped urgent epoch is tried again instead of refusing its overrides.
+
+        A drain's step or a load test's restore should not fail on one window in which a
+        region reported nothing; an infeasible solve, or a lasting gap, still refuses.
+        """
+        if not (urgent and plan.untrusted and self.urgent_skips < URGENT_RETRIES):
+            self.urgent_skips = 0
+            return False
+        if not workflow.patched(URGENT_RETRY_PATCH):
+            return False
+        self.urgent_skips += 1
+        self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
+        return True
 
     def _unreachable(self, doing: str, exc: ActivityError) -> str:
         reason = f"fleet unreachable while {doing}: {failure_reason(exc)}"

@@ -7,18 +7,21 @@ epochs, saying why and counting them, then publishes again once the fleet is bac
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.rebalance import RebalanceActivities
 from orchestrator.activities.rebalancer_recovery import RecoveredHolds, RecoverHoldsInput
-from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
+from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus, SetOverrideInput
 from orchestrator.exceptions import FleetUnavailable
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.server import LabThread
@@ -89,7 +92,8 @@ async def status_after(
 
 
 class TestFleetOutage:
-    """Every epoch during the outage is skipped with the cause; none fails the workflow."""
+    """Every epoch during the outage is skipped with the cause; none fails the workflow. An
+    override asked for during it waits a few retries, then is refused with the cause."""
 
     async def test_skips_through_outage_and_publishes_after(
         self,
@@ -116,3 +120,30 @@ class TestFleetOutage:
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         assert after.epochs[-1].outcome in ("published", "unchanged")
         assert after.epochs[-1].reason == "" or "unreachable" not in after.epochs[-1].reason
+
+    async def test_override_during_outage_is_refused_with_the_cause(
+        self,
+        time_env: WorkflowEnvironment,
+        outage: tuple[DownFleet, WorkflowHandle[Any, Any]],
+    ) -> None:
+        fleet, handle = outage
+        await status_after(time_env, handle, 1)
+        fleet.down = True
+        update = asyncio.ensure_future(
+            handle.execute_update(
+                TrafficRebalanceWorkflow.set_override,
+                SetOverrideInput(region="eu-west", owner="runbook:eu-west", max_share=0.0),
+            )
+        )
+        while not update.done():
+            await time_env.sleep(30)
+        fleet.down = False
+
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            update.result()
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "Infeasible"
+        assert "fleet unreachable" in cause.message and "connection refused" in cause.message
+        status = await handle.query(TrafficRebalanceWorkflow.status)
+        assert status.overrides == []
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
