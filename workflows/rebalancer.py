@@ -125,8 +125,6 @@ class TrafficRebalanceWorkflow(WriterSupport):
             self._skip(plan, epoch, urgent, changes)
             return
         self.urgent_skips = 0
-        if urgent:
-            self.restore_fractions = None
         record = EpochRecord(
             epoch=epoch,
             at=workflow.now(),
@@ -170,6 +168,9 @@ class TrafficRebalanceWorkflow(WriterSupport):
         else:
             record.version = plan.routing_version
             self.state.last_good_version = plan.routing_version
+        if urgent:
+            # Only now: a publish that failed is retried with the table still to put back.
+            self.restore_fractions = None
         self.state.fractions = result.fractions
         self.state.utilization = {r.name: r.utilization_after for r in result.regions}
         self.state.shares = {r.name: r.share_after for r in result.regions}
