@@ -10,6 +10,15 @@ errors, a host down, a hang, a building power loss) and aim a kill at each
 one's recovery. Trials of one round run at the same time (they mostly wait on
 timers).
 
+Then the fault classes around the single routing writer, once each and at the
+same time (``tests/chaos/fault_scenarios.py``): the fleet API failing every call
+for twice the rebalancer's retry budget; the lab killed and restarted empty (its
+routing back at v1, a drained region carrying traffic again); and a worker that
+runs 0.3 s of every 12.3 s (SIGSTOP/SIGCONT) while every fleet call takes 0.4 s,
+for 1.25 times the retry budget counting a heartbeat timeout per attempt. Each reports whether it ended right, duplicates in
+the audit log, and the time from the end of the harm to the intended state (the
+rebalancer publishing, the drain's hold kept, the drained region empty).
+
 Target: every run ends in the right state, zero duplicate mutations in the
 audit log. Baseline, measured in the same run: one trial per scenario with no
 kills and no faults, so the cost of the chaos is visible.
@@ -30,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.chaos.harness import ChaosPlan, TrialResult, run_trial  # noqa: E402
-from tests.chaos.scenarios import SCENARIOS  # noqa: E402
+from tests.chaos.scenarios import FAULT_CLASSES, SCENARIOS  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "chaos.json"
 
@@ -48,8 +57,25 @@ async def round_of(seed: int, kills: int, fault_rate: float) -> list[TrialResult
     return list(await asyncio.gather(*(run_trial(SCENARIOS[n](), p) for n, p in plans.items())))
 
 
+async def fault_classes(seed: int) -> dict[str, Any]:
+    """Each fault class once (no kills, no random API faults: the class is the harm)."""
+    plan = ChaosPlan(seed=seed, kills=0, api_fault_rate=0.0)
+    results = await asyncio.gather(*(run_trial(cls(), plan) for cls in FAULT_CLASSES.values()))
+    return {
+        t.scenario: {
+            "runs_correct": int(t.ok),
+            "duplicates": sum(" applied " in p for p in t.problems),
+            "problems": t.problems,
+            "trial_s": t.duration_s,
+            **t.details,
+        }
+        for t in results
+    }
+
+
 async def main(quick: bool) -> dict[str, Any]:
     started = time.monotonic()
+    faults = asyncio.create_task(fault_classes(seed=7))
     baseline = await round_of(seed=1, kills=0, fault_rate=0.0)
     rounds, kills = (1, 3) if quick else (4, 5)
     trials: list[TrialResult] = []
@@ -74,12 +100,16 @@ async def main(quick: bool) -> dict[str, Any]:
         # A scenario's own counts (training: faults injected, recovered, kills in a recovery).
         for key in sorted({k for t in mine for k, v in t.details.items() if type(v) is int}):
             per_type[name][key] = sum(t.details.get(key, 0) for t in mine)
+    fault_report = await faults
     report = {
         "quick": quick,
         "api_fault_rate": 0.3,
         "wall_s": round(time.monotonic() - started, 1),
-        "all_correct": all(t.ok for t in trials) and all(b.ok for b in baseline),
+        "all_correct": all(t.ok for t in trials)
+        and all(b.ok for b in baseline)
+        and all(f["runs_correct"] for f in fault_report.values()),
         "workflow_types": per_type,
+        "fault_classes": fault_report,
         "trials": [t.as_dict() for t in trials],
     }
     return report
@@ -113,6 +143,12 @@ def summary(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "injected training failures not recovered",
                 sum(t.get("faults_injected", 0) - t.get("failures_recovered", 0) for t in types),
                 "failures",
+                Target.equal(0, "none"),
+            ),
+            claim(
+                "fault classes (outage, lab restart, starvation) ending in the wrong state",
+                sum(1 - f["runs_correct"] for f in report["fault_classes"].values()),
+                "runs",
                 Target.equal(0, "none"),
             ),
             claim(

@@ -55,6 +55,7 @@ from orchestrator import registry
 from orchestrator.activities.load_test import LoadTestActivities, routing_difference
 from orchestrator.activities.overrides import OverrideActivities
 from orchestrator.activities.rebalance import RebalanceActivities
+from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, PolicyChoice
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
 from orchestrator.fleet.http import HttpFleet
@@ -193,12 +194,15 @@ async def run_config(
         activities=[
             rebalance.plan_epoch,
             rebalance.publish,
+            RebalancerRecoveryActivities(client).recover,
             overrides.request,
             overrides.release,
             overrides.status,
+            overrides.writer,
             load_test.prepare,
             load_test.observe,
             load_test.check_routing,
+            load_test.write_directly,
         ],
         workflow_runner=sandbox_runner(),
     )

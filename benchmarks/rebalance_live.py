@@ -52,6 +52,7 @@ from temporalio.worker import Worker
 
 from orchestrator import registry
 from orchestrator.activities.rebalance import RebalanceActivities
+from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
 from orchestrator.contracts.rebalancer import (
     RebalancerInput,
     RebalancerState,
@@ -239,11 +240,12 @@ class _Arm:
 
     def worker(self, env: WorkflowEnvironment) -> Worker:
         activities = RebalanceActivities(self.fleet)
+        recovery = RebalancerRecoveryActivities(env.client)
         return Worker(
             env.client,
             task_queue=self.queue,
             workflows=registry.workflows(),
-            activities=[activities.plan_epoch, activities.publish],
+            activities=[activities.plan_epoch, activities.publish, recovery.recover],
             workflow_runner=sandbox_runner(),
         )
 

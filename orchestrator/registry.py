@@ -52,12 +52,14 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.activities.rebalance import RebalanceActivities
+    from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
     from orchestrator.activities.runbook import RunbookActivities
     from orchestrator.activities.training import TrainingActivities
 
     reads = FleetReadActivities(ctx.fleet)
     rebalance = RebalanceActivities(ctx.fleet)
     overrides = OverrideActivities(ctx.client)
+    recovery = RebalancerRecoveryActivities(ctx.client)
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
     training = TrainingActivities(ctx.fleet)
@@ -69,9 +71,11 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         reads.read_health,
         rebalance.plan_epoch,
         rebalance.publish,
+        recovery.recover,
         overrides.request,
         overrides.release,
         overrides.status,
+        overrides.writer,
         runbook.check,
         runbook.read_weight,
         runbook.set_weight,
@@ -88,6 +92,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,
+        load_test.write_directly,
         training.watch,
         training.stop,
         training.quarantine,

@@ -1,14 +1,15 @@
-"""LiveLoadTestWorkflow: Kraken's live load test of one region, through the rebalancer.
+"""LiveLoadTestWorkflow: Kraken's live load test of one region.
 
-The test never writes routing. It holds a pin on the target region (an
-override owned by ``loadtest:<workflow id>``) and raises the pinned share step
-by step so the region's load goes where the step policy asks; after each step
-it lets the new table settle, judges one window of banded health and asks the
-policy again. STOP, BACKOFF, an abort, a refusal or an error all end the same
-way (a saga): the pin is released with the routing table read at the start,
-which the rebalancer publishes verbatim in the override's urgent epoch, and the
-table is then read back and compared. "Identical" is thus the rebalancer
-putting back the recorded table, checked, not hoped for.
+With a rebalancer running, the test never writes routing. It holds a pin on the
+target region (an override owned by ``loadtest:<workflow id>``) and raises the
+pinned share step by step so the region's load goes where the step policy asks;
+after each step it lets the new table settle, judges one window of banded health
+and asks the policy again. STOP, BACKOFF, an abort, a refusal or an error all end
+the same way (a saga): the pin is released with the routing table read at the
+start, which the rebalancer publishes verbatim in the override's urgent epoch,
+and the routing is then read back and checked. With no rebalancer running the
+test writes the same pins itself and puts back the exact table found; see
+:mod:`workflows.load_test_routing` for both, and what "restored" means in each.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.load_test import LoadTestActivities
-    from orchestrator.activities.overrides import OverrideActivities
     from orchestrator.contracts.load_test import (
         AbortInput,
         LoadTestBaseline,
@@ -33,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         ObserveInput,
         Outcome,
         PrepareInput,
-        RoutingCheckInput,
         StepObservation,
         StepSummary,
         decide,
@@ -41,11 +40,12 @@ with workflow.unsafe.imports_passed_through():
         outcome_of,
         summarize,
     )
-    from orchestrator.contracts.rebalancer import ClearOverrideInput, SetOverrideInput
+    from orchestrator.contracts.rebalancer import RoutingWriter
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.policy.health_metrics import HealthMetric
     from orchestrator.policy.kraken import StepRecord
     from orchestrator.temporal import REGION, RUN_KIND
+    from workflows.load_test_routing import RoutingMoves
 
 __all__ = ["LiveLoadTestWorkflow"]
 
@@ -55,16 +55,12 @@ RETRY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
 )
-#: the routing read back must match the recorded table this closely (it is put back verbatim)
-RESTORE_TOLERANCE = 1e-9
 #: windows of total demand averaged to turn a load into a share
 DEMAND_WINDOWS = 3
-#: a refusal of the next pin ends the test (capacity found so far stands); others fail it
-REFUSALS = ("Infeasible", "UnsafeRequest")
 
 
 @workflow.defn
-class LiveLoadTestWorkflow:
+class LiveLoadTestWorkflow(RoutingMoves):
     @workflow.init
     def __init__(self, inp: LoadTestInput) -> None:
         self.inp = inp
@@ -80,6 +76,11 @@ class LiveLoadTestWorkflow:
         self.demands: list[float] = []
         #: whether a pin of ours may be in place (set before asking, so a retry is covered)
         self.leased = False
+        self.writer: RoutingWriter | None = None
+        self.waiting = ""
+        self.direct_version: int | None = None
+        self.restore_note = ""
+        self.released_version: int | None = None
 
     @workflow.run
     async def run(self, inp: LoadTestInput) -> LoadTestResult:
@@ -88,6 +89,8 @@ class LiveLoadTestWorkflow:
         )
         started = workflow.now()
         metrics = inp.watched_metrics()
+        await self._find_writer()
+        self.phase = "preparing"
         baseline = self.baseline = await self._activity(
             LoadTestActivities.prepare,
             PrepareInput(region=inp.region, service=inp.service, window_s=inp.window_s),
@@ -104,10 +107,7 @@ class LiveLoadTestWorkflow:
         ended = workflow.now()
         await self._release(baseline)
         restore_s = (workflow.now() - ended).total_seconds()
-        check = await self._activity(
-            LoadTestActivities.check_routing,
-            RoutingCheckInput(fractions=baseline.fractions, tolerance=RESTORE_TOLERANCE),
-        )
+        check = await self._check(baseline)
         self.phase = "done"
         return summarize(
             workflow_id=workflow.info().workflow_id,
@@ -122,13 +122,14 @@ class LiveLoadTestWorkflow:
             restore_s=restore_s,
             started_at=started,
             finished_at=workflow.now(),
+            writer="direct" if self.direct else "rebalancer",
         )
 
     async def _steps(self, metrics: list[HealthMetric], baseline: LoadTestBaseline) -> None:
         inp = self.inp
         owner = load_test_owner(workflow.info().workflow_id)
-        status = await self._activity(OverrideActivities.status)
-        held = [o for o in status.overrides if o.region == inp.region and o.owner != owner]
+        holds = await self._holds()
+        held = [o for o in holds if o.region == inp.region and o.owner != owner]
         if held:
             # Refused before anything moves; the rebalancer's validator would refuse too.
             raise ApplicationError(
@@ -161,7 +162,7 @@ class LiveLoadTestWorkflow:
                 # Demand over the last few windows: one window's count noise would miss the load.
                 recent = self.demands[-DEMAND_WINDOWS:]
                 share = min(decision.load * len(recent) / sum(recent), inp.max_pin_share)
-                refusal = await self._pin(owner, share)
+                refusal = await self._pin(owner, share, baseline)
                 if refusal is not None:
                     self._end("refused", refusal)
                     return
@@ -174,52 +175,6 @@ class LiveLoadTestWorkflow:
             if self.aborted is not None:
                 continue
             self._record(decision.load, await self._observe(metrics, decision.load))
-
-    async def _pin(self, owner: str, share: float) -> str | None:
-        """Pin the region at ``share``; the refusal reason when the rebalancer cannot."""
-        inp = self.inp
-        self.leased = True
-        try:
-            await self._activity(
-                OverrideActivities.request,
-                SetOverrideInput(
-                    region=inp.region,
-                    owner=owner,
-                    reason=inp.reason or f"load test step {self.steps + 1}",
-                    pin_share=share,
-                    wait_applied=True,
-                ),
-                timeout_s=120,
-            )
-        except ActivityError as exc:
-            kind = exc.cause.type if isinstance(exc.cause, ApplicationError) else None
-            if kind == "OverrideConflict":
-                # Another owner (a drain) holds the region: nothing of ours to release.
-                self.leased = self.steps > 0
-                raise ApplicationError(
-                    f"load test refused: {exc.cause}", type="OverrideConflict", non_retryable=True
-                ) from None
-            if kind in REFUSALS and self.steps > 0:
-                return f"rebalancer refused a pin of {share:.1%}: {exc.cause}"
-            raise
-        self.share = share
-        return None
-
-    async def _release(self, baseline: LoadTestBaseline) -> None:
-        self.phase = "restoring"
-        if not self.leased:
-            return
-        await self._activity(
-            OverrideActivities.release,
-            ClearOverrideInput(
-                region=self.inp.region,
-                owner=load_test_owner(workflow.info().workflow_id),
-                wait_applied=True,
-                restore_fractions=baseline.fractions,
-            ),
-            timeout_s=120,
-        )
-        self.leased, self.share = False, None
 
     async def _observe(
         self, metrics: list[HealthMetric], expected: float | None
@@ -281,6 +236,8 @@ class LiveLoadTestWorkflow:
         reason = self.reason
         if not reason and last is not None and last.decision is not None:
             reason = last.decision.reason
+        if self.phase == "waiting":
+            reason = self.waiting
         return LoadTestProgress(
             workflow_id=workflow.info().workflow_id,
             region=self.inp.region,

@@ -6,6 +6,10 @@ If-Match and an idempotency key; keep the last good table. Drains and load
 tests do not write routing themselves: they ask for an override through an
 Update, whose validator refuses a request that would leave the rest of the
 fleet unable to carry the load or that collides with another owner's hold.
+
+The writer must not die (see :mod:`workflows.rebalancer_support`): a fleet it
+cannot reach skips the epoch, the holds outlive the run, and a table that breaks
+a hold (a fleet that lost its state) is fixed at once by an emergency step.
 """
 
 from __future__ import annotations
@@ -14,18 +18,12 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
-    from orchestrator.activities.rebalance import (
-        EpochPlan,
-        PlanEpochInput,
-        PublishInput,
-        RebalanceActivities,
-    )
+    from orchestrator.activities.rebalance import EpochPlan, PlanEpochInput, PublishInput
     from orchestrator.contracts.rebalancer import (
+        HOLDS_MEMO,
         KEPT_EPOCHS,
         ClearOverrideInput,
         EpochRecord,
@@ -36,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         ResumeInput,
         SetOverrideInput,
     )
-    from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.temporal import RUN_KIND
     from workflows.rebalancer_overrides import (
         OverrideChanges,
@@ -44,23 +41,18 @@ with workflow.unsafe.imports_passed_through():
         make_override,
         set_override_refusal,
     )
+    from workflows.rebalancer_support import (
+        ACTIVITY_RETRY,
+        URGENT_RETRIES,
+        WriterSupport,
+        unreadable,
+    )
 
-__all__ = ["TrafficRebalanceWorkflow"]
-
-ACTIVITY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=15),
-    maximum_attempts=10,
-    non_retryable_error_types=NON_RETRYABLE_ERROR_TYPES,
-)
-#: an override waiting on an epoch whose inputs were untrusted (a window with no samples
-#: from a region) is tried again this many times, a window apart, before it is refused
-URGENT_RETRIES = 3
-URGENT_RETRY_PATCH = "retry-untrusted-urgent-epoch"
+__all__ = ["ACTIVITY_RETRY", "URGENT_RETRIES", "TrafficRebalanceWorkflow"]
 
 
 @workflow.defn
-class TrafficRebalanceWorkflow:
+class TrafficRebalanceWorkflow(WriterSupport):
     @workflow.init
     def __init__(self, inp: RebalancerInput) -> None:
         self.inp = inp
@@ -73,6 +65,8 @@ class TrafficRebalanceWorkflow:
         self.urgent_skips = 0
         #: seconds to the retry of such an epoch (None: the normal epoch interval)
         self.retry_s: float | None = None
+        #: the holds as last written to the memo (carried over by continue-as-new)
+        self._memo_holds = workflow.memo_value(HOLDS_MEMO, None)
 
     @workflow.run
     async def run(self, inp: RebalancerInput) -> None:
@@ -100,66 +94,37 @@ class TrafficRebalanceWorkflow:
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=wait_s))
         self.wake = False
 
-    def _retry_untrusted(self, plan: EpochPlan, urgent: bool) -> bool:
-        """Whether a skipped urgent epoch is tried again instead of refusing its overrides.
-
-        A drain's step or a load test's restore should not fail on one window in which a
-        region reported nothing; an infeasible solve, or a lasting gap, still refuses.
-        """
-        if not (urgent and plan.untrusted and self.urgent_skips < URGENT_RETRIES):
-            self.urgent_skips = 0
-            return False
-        if not workflow.patched(URGENT_RETRY_PATCH):
-            return False
-        self.urgent_skips += 1
-        self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
-        return True
-
     async def _epoch(self) -> None:
         changes = self.overrides.changes
         urgent = self.overrides.pending
-        plan: EpochPlan = await workflow.execute_activity_method(
-            RebalanceActivities.plan_epoch,
-            PlanEpochInput(
-                overrides=list(self.state.overrides.values()),
-                constraints=self.inp.constraints,
-                service=self.inp.service,
-                window_s=self.inp.window_s,
-                urgent=urgent,
-                restore_fractions=self.restore_fractions if urgent else None,
-            ),
-            start_to_close_timeout=timedelta(seconds=60),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
+        waiting = await self._take_over_holds()
+        planned = (
+            waiting
+            if waiting is not None
+            else await self._plan(
+                PlanEpochInput(
+                    overrides=list(self.state.overrides.values()),
+                    constraints=self.inp.constraints,
+                    service=self.inp.service,
+                    window_s=self.inp.window_s,
+                    urgent=urgent,
+                    restore_fractions=self.restore_fractions if urgent else None,
+                    seen_version=self.state.seen_version,
+                )
+            )
         )
         self.state.epoch += 1
         epoch = self.state.epoch
+        # A fleet that cannot be read is one a later epoch may reach: skip, never fail.
+        plan = unreadable(planned) if isinstance(planned, str) else planned
+        self._note_fleet(plan, epoch)
         if plan.view is not None:
             self.state.view = plan.view
         result = plan.result
         if result is None or plan.skip_reason is not None:
-            retry = self._retry_untrusted(plan, urgent)
-            reason = plan.skip_reason or ""
-            self._record(
-                EpochRecord(
-                    epoch=epoch,
-                    at=workflow.now(),
-                    outcome="skipped",
-                    reason=f"{reason} (override waits: retry {self.urgent_skips} of "
-                    f"{URGENT_RETRIES})"
-                    if retry
-                    else reason,
-                    urgent=urgent,
-                )
-            )
-            if not retry:
-                if urgent:
-                    self.restore_fractions = None
-                self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
+            self._skip(plan, epoch, urgent, changes)
             return
         self.urgent_skips = 0
-        if urgent:
-            self.restore_fractions = None
         record = EpochRecord(
             epoch=epoch,
             at=workflow.now(),
@@ -173,20 +138,22 @@ class TrafficRebalanceWorkflow:
             traffic_moved_share=result.traffic_moved_share,
             churn=result.churn,
             urgent=urgent,
+            emergency=plan.emergency,
         )
-        if result.traffic_moved_share > 0 or urgent:
-            published = await workflow.execute_activity_method(
-                RebalanceActivities.publish,
+        if result.traffic_moved_share > 0 or urgent or plan.emergency:
+            published = await self._publish(
                 PublishInput(
                     fractions=result.fractions,
                     if_match=plan.routing_version,
-                    idempotency_key=f"{workflow.info().workflow_id}/epoch-{epoch}",
-                    reason=f"rebalancer epoch {epoch}" + (" (override)" if urgent else ""),
-                ),
-                start_to_close_timeout=timedelta(seconds=30),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=ACTIVITY_RETRY,
+                    idempotency_key=self._key(epoch),
+                    reason=f"rebalancer epoch {epoch}"
+                    + (" (override)" if urgent else "")
+                    + (" (emergency: the table broke a hold)" if plan.emergency else ""),
+                )
             )
+            if isinstance(published, str):
+                self._skip(unreadable(published), epoch, urgent, changes)
+                return
             if published.conflict:
                 # Someone else wrote the table since we read it: re-read at once.
                 self._record(
@@ -201,12 +168,36 @@ class TrafficRebalanceWorkflow:
         else:
             record.version = plan.routing_version
             self.state.last_good_version = plan.routing_version
+        if urgent:
+            # Only now: a publish that failed is retried with the table still to put back.
+            self.restore_fractions = None
         self.state.fractions = result.fractions
         self.state.utilization = {r.name: r.utilization_after for r in result.regions}
         self.state.shares = {r.name: r.share_after for r in result.regions}
         record.shares, record.utilization = self.state.shares, self.state.utilization
         self._record(record)
         self.overrides.settle(changes)
+
+    def _skip(self, plan: EpochPlan, epoch: int, urgent: bool, changes: int) -> None:
+        """Record a skipped epoch; an override waiting on it is retried or refused."""
+        retry = self._retry_untrusted(plan, urgent)
+        reason = plan.skip_reason or ""
+        if retry:
+            reason += f" (override waits: retry {self.urgent_skips} of {URGENT_RETRIES})"
+        self._record(
+            EpochRecord(
+                epoch=epoch,
+                at=workflow.now(),
+                outcome="skipped",
+                reason=reason,
+                urgent=urgent,
+                emergency=plan.emergency,
+            )
+        )
+        if not retry:
+            if urgent:
+                self.restore_fractions = None
+            self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
 
     def _record(self, record: EpochRecord) -> None:
         self.state.epochs = [*self.state.epochs, record][-KEPT_EPOCHS:]
@@ -219,6 +210,7 @@ class TrafficRebalanceWorkflow:
         override = make_override(inp, workflow.now())
         previous = self.state.overrides.get(inp.region)
         self.state.overrides[inp.region] = override
+        self._remember()
         change, self.wake = self.overrides.new(), True
         if not inp.wait_applied:
             return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
@@ -230,6 +222,7 @@ class TrafficRebalanceWorkflow:
                 self.state.overrides.pop(inp.region, None)
             else:
                 self.state.overrides[inp.region] = previous
+            self._remember()
             raise
 
     @set_override.validator
@@ -244,6 +237,7 @@ class TrafficRebalanceWorkflow:
                 version=self.state.last_good_version,
                 region_share=self.state.shares.get(inp.region),
             )
+        self._remember()
         if inp.restore_fractions is not None:
             # Only with a hold released: a stale table must not wait for some later epoch.
             self.restore_fractions = inp.restore_fractions
@@ -287,6 +281,11 @@ class TrafficRebalanceWorkflow:
             fractions=self.state.fractions,
             epochs=self.state.epochs,
             capacity_shares=capacity_shares(self.state),
+            trusted_view=self.state.view is not None,
+            max_utilization_increase=self.inp.constraints.max_utilization_increase,
+            epoch_s=self.inp.epoch_s,
+            incidents=self.state.incidents,
+            recovery_note=self.state.recovery_note,
         )
 
 

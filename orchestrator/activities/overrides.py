@@ -8,20 +8,28 @@ owner) comes back as a non-retryable error of the same type.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import activity
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.activities.heartbeat import heartbeating
+from orchestrator.activities.rebalancer_recovery import last_holds
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
     ClearOverrideInput,
     OverrideApplied,
     RebalancerStatus,
+    RoutingWriter,
     SetOverrideInput,
 )
 
 __all__ = ["OverrideActivities"]
+
+#: a running rebalancer answers its status query within this, or counts as not answering
+STATUS_TIMEOUT = timedelta(seconds=10)
 
 
 def _update_id() -> str:
@@ -72,3 +80,25 @@ class OverrideActivities:
     async def status(self) -> RebalancerStatus:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         return await handle.query("status", result_type=RebalancerStatus)
+
+    @activity.defn(name="routing_writer")
+    async def writer(self) -> RoutingWriter:
+        """The running rebalancer and its status; or, with none, what became of it and the
+        holds its last run kept. A rebalancer that runs but does not answer is retried."""
+        handle = self._client.get_workflow_handle(self._rebalancer_id)
+        try:
+            described = await handle.describe()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return RoutingWriter(running=False, detail="no rebalancer has been started")
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            status = await handle.query(
+                "status", result_type=RebalancerStatus, rpc_timeout=STATUS_TIMEOUT
+            )
+            return RoutingWriter(running=True, status=status)
+        ended = described.status.name.lower() if described.status else "closed"
+        _, holds = await last_holds(
+            self._client, self._rebalancer_id, task_queue=activity.info().task_queue
+        )
+        return RoutingWriter(running=False, detail=f"the rebalancer {ended}", holds=holds)

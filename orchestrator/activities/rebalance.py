@@ -2,8 +2,15 @@
 
 Planning reads the fleet and solves in one activity so that the (possibly
 large) topology and health never enter workflow history; only the slim plan
-does. Publishing carries an idempotency key derived from the epoch number, so
-a retried publish is answered from the fleet's record instead of applied again.
+does. Publishing carries an idempotency key derived from the run and the epoch
+number, so a retried publish is answered from the fleet's record instead of
+applied again, and no other run's epoch of the same number collides with it.
+
+Planning also notices a fleet that lost its state: a routing version lower than
+the last one seen, or a table that breaks a hold (a drained region carrying
+traffic again). A broken hold is fixed in this epoch without the ramp (an
+emergency step, said so in the plan): the ramp protects the other regions from
+a sudden shift, but a drained region must not wait 40 epochs to be empty again.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from orchestrator.policy.rebalance_inputs import (
     FleetView,
     Override,
     SkipEpoch,
+    broken_holds,
     build_instance,
     restore_table,
 )
@@ -40,6 +48,8 @@ class PlanEpochInput(BaseModel):
     urgent: bool = False
     #: a table to put back verbatim when it still meets every constraint
     restore_fractions: dict[str, dict[str, float]] | None = None
+    #: the routing version the previous epoch read (to notice it going backwards)
+    seen_version: int | None = None
 
 
 class EpochPlan(BaseModel):
@@ -52,6 +62,10 @@ class EpochPlan(BaseModel):
     view: FleetView | None = None
     #: the checked solution, without per-PoP bucket lists (the fleet derives them)
     result: SolverResult | None = None
+    #: the routing version went backwards since the last epoch: the fleet lost its state
+    regression: str = ""
+    #: the table broke a hold, so this plan set the ramp aside to fix it (what was broken)
+    emergency: str = ""
 
     @property
     def publishable(self) -> bool:
@@ -88,6 +102,13 @@ class RebalanceActivities:
         topology = await self._fleet.topology()
         routing = await self._fleet.routing()
         health = await self._fleet.health(inp.window_s)
+        regression = ""
+        if inp.seen_version is not None and routing.version < inp.seen_version:
+            regression = (
+                f"routing version went backwards (v{routing.version} after "
+                f"v{inp.seen_version}): the fleet lost its state"
+            )
+            log.warning("fleet routing regressed", reason=regression)
         constraints = urgent_constraints(inp.constraints) if inp.urgent else inp.constraints
         try:
             instance, view = build_instance(
@@ -95,14 +116,29 @@ class RebalanceActivities:
             )
         except SkipEpoch as skip:
             return EpochPlan(
-                routing_version=routing.version, skip_reason=skip.reason, untrusted=True
+                routing_version=routing.version,
+                skip_reason=skip.reason,
+                untrusted=True,
+                regression=regression,
+            )
+        emergency = "" if inp.urgent else "; ".join(broken_holds(instance, inp.overrides))
+        if emergency:
+            log.warning("routing breaks a hold: emergency step", broken=emergency)
+            instance = instance.model_copy(
+                update={"constraints": urgent_constraints(inp.constraints)}
             )
         try:
             result = solve(instance)
             check(instance, result)
         except PolicyError as exc:
             log.warning("epoch infeasible", reason=str(exc))
-            return EpochPlan(routing_version=routing.version, skip_reason=str(exc), view=view)
+            return EpochPlan(
+                routing_version=routing.version,
+                skip_reason=str(exc),
+                view=view,
+                regression=regression,
+                emergency=emergency,
+            )
         note = ""
         if inp.restore_fractions is not None:
             restored = restore_table(instance, result, inp.restore_fractions)
@@ -113,7 +149,14 @@ class RebalanceActivities:
         slim = result.model_copy(
             update={"pops": [p.model_copy(update={"buckets": None}) for p in result.pops]}
         )
-        return EpochPlan(routing_version=routing.version, view=view, result=slim, note=note)
+        return EpochPlan(
+            routing_version=routing.version,
+            view=view,
+            result=slim,
+            note=note,
+            regression=regression,
+            emergency=emergency,
+        )
 
     @activity.defn(name="publish_routing")
     @reported

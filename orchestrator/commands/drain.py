@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from orchestrator.activities.drain import DrainCheckInput, drain_forecast
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
+from orchestrator.commands.rebalance_control import require_rebalancer
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params, plan_data, print_plan
 from orchestrator.commands.runbook_control import (
     AS_OPTION,
@@ -138,10 +139,13 @@ def register(app: typer.Typer) -> None:
         """Restore REGION with the region-restore runbook (workflow id undrain-REGION)."""
         inp = prepare(runbook, {**parse_params(params), "region": region}, mode, who(by))
         wid = f"undrain-{region}"
-        report = with_client(
-            lambda c, s: start_and_follow(c, s, inp, wid, wait and not as_json), "undrain"
-        )
-        _started(report, wid, as_json)
+
+        async def body(client: Client, settings: Settings) -> RunbookReport | None:
+            # Without the rebalancer the restore's release would wait on nobody: refuse now.
+            await require_rebalancer(client, settings, f"undrain {region}")
+            return await start_and_follow(client, settings, inp, wid, wait and not as_json)
+
+        _started(with_client(body, "undrain"), wid, as_json)
 
 
 def _started(report: RunbookReport | None, wid: str, as_json: bool) -> None:

@@ -203,7 +203,7 @@ async def _follow(client: Client, workflow_id: str) -> None:
     """Print each step as the progress query reports it, until the test ends."""
     handle = client.get_workflow_handle(workflow_id)
     shown = 0
-    last_phase = ""
+    last_phase = last_reason = ""
     started = time.monotonic()
     while True:
         try:
@@ -214,9 +214,15 @@ async def _follow(client: Client, workflow_id: str) -> None:
         for step in progress.history[shown:]:
             console.print(_step_line(step, progress.theoretical_capacity), highlight=False)
         shown = len(progress.history)
-        if progress.phase != last_phase:
-            console.print(f"[dim]{time.monotonic() - started:6.1f}s  {progress.phase}[/]")
-            last_phase = progress.phase
+        if progress.phase != last_phase or (
+            progress.phase == "waiting" and progress.last_reason != last_reason
+        ):
+            why = f": {progress.last_reason}" if progress.phase == "waiting" else ""
+            console.print(
+                f"[dim]{time.monotonic() - started:6.1f}s  {progress.phase}{why}[/]",
+                highlight=False,
+            )
+            last_phase, last_reason = progress.phase, progress.last_reason
         if progress.phase in ("done", "failed"):
             return
         await asyncio.sleep(1.0)
@@ -261,10 +267,16 @@ def _print_result(r: LoadTestResult) -> None:
         ("ratio", f"{r.capacity_ratio:.1%}"),
         ("bottleneck", r.bottleneck or "-"),
         ("load reached", f"{r.load_reached:.1f} rps"),
-        ("routing restored", "yes" if r.routing_restored else f"NO ({r.routing_max_difference})"),
+        ("routing written by", "the rebalancer" if r.writer == "rebalancer" else "the test"),
+        ("routing restored", _restored(r)),
     ]
     for name, value in summary:
         console.print(f"{name:>18}: {value}", highlight=False)
+
+
+def _restored(r: LoadTestResult) -> str:
+    how = r.routing_check or f"largest difference {r.routing_max_difference}"
+    return f"{'yes' if r.routing_restored else 'NO'} ({how})"
 
 
 def _value(value: float | None) -> str:

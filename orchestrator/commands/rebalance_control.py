@@ -1,20 +1,29 @@
-"""`orchestrator rebalance start|stop|status|pause|resume`: the rebalancer's controls."""
+"""`orchestrator rebalance start|stop|status|pause|resume`: the rebalancer's controls.
+
+``status`` says when the rebalancer is not running (never started, failed, terminated)
+instead of replaying the closed run's last state as if it were live;
+:func:`require_rebalancer` lets other commands (``undrain``) refuse at once without one.
+"""
 
 from __future__ import annotations
 
 import getpass
+from datetime import datetime
 from typing import Any
 
 import typer
+from pydantic import BaseModel
 from rich.table import Table
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowHistoryEventFilterType,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.commands.output import JSON_OPTION, console, print_json
+from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import (
@@ -24,14 +33,81 @@ from orchestrator.contracts.rebalancer import (
     RebalancerStatus,
     ResumeInput,
 )
+from orchestrator.exceptions import UnsafeRequest
 from orchestrator.policy.taiji_model import Constraints
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
-__all__ = ["register"]
+__all__ = ["NotRunning", "register", "rebalancer_not_running", "require_rebalancer"]
 
 
 def _handle(client: Client) -> WorkflowHandle[Any, Any]:
     return client.get_workflow_handle(REBALANCER_ID)
+
+
+class NotRunning(BaseModel):
+    """Why no rebalancer is running: never started, or its last run closed (and how)."""
+
+    workflow_id: str = REBALANCER_ID
+    running: bool = False
+    #: never_started, failed, terminated, canceled, timed_out, completed, other_task_queue
+    status: str
+    closed_at: datetime | None = None
+    cause: str = ""
+
+    def line(self) -> str:
+        if self.status == "never_started":
+            return f"no rebalancer has been started (workflow id {self.workflow_id})"
+        if self.status == "other_task_queue":
+            return f"the rebalancer running is on another task queue: {self.cause}"
+        when = f" at {self.closed_at:%Y-%m-%d %H:%M:%S} UTC" if self.closed_at else ""
+        cause = f": {self.cause}" if self.cause else ""
+        return f"the rebalancer {self.status.replace('_', ' ')}{when}{cause}"
+
+
+async def _close_cause(handle: WorkflowHandle[Any, Any]) -> str:
+    async for event in handle.fetch_history_events(
+        event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+    ):
+        if event.HasField("workflow_execution_failed_event_attributes"):
+            failure = event.workflow_execution_failed_event_attributes.failure
+            while failure.HasField("cause"):
+                failure = failure.cause
+            return failure.message
+        if event.HasField("workflow_execution_terminated_event_attributes"):
+            return event.workflow_execution_terminated_event_attributes.reason
+        if event.HasField("workflow_execution_timed_out_event_attributes"):
+            return "its run timed out"
+    return ""
+
+
+async def rebalancer_not_running(client: Client, task_queue: str) -> NotRunning | None:
+    """None when the rebalancer runs on ``task_queue``; else what became of it."""
+    handle = _handle(client)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return NotRunning(status="never_started")
+        raise
+    if described.status == WorkflowExecutionStatus.RUNNING:
+        if task_queue and described.task_queue != task_queue:
+            return NotRunning(status="other_task_queue", cause=described.task_queue)
+        return None
+    status = described.status.name.lower() if described.status else "closed"
+    return NotRunning(
+        status=status, closed_at=described.close_time, cause=await _close_cause(handle)
+    )
+
+
+async def require_rebalancer(client: Client, settings: Settings, what: str) -> None:
+    """Refuse ``what`` at once (UnsafeRequest) when no rebalancer runs on this task queue."""
+    gone = await rebalancer_not_running(client, settings.task_queue)
+    if gone is not None:
+        raise UnsafeRequest(
+            f"{what} refused: {gone.line()}. The rebalancer is the only writer of routing "
+            "and keeps the drain's hold; start it with `orchestrator rebalance start` (it "
+            f"takes over the holds of its last run), then run {what} again"
+        )
 
 
 def start(
@@ -83,10 +159,21 @@ def stop(reason: str = typer.Option("stopped from the CLI", help="Recorded in hi
 def status(as_json: bool = JSON_OPTION) -> None:
     """Current table, utilization, overrides and the last epochs."""
 
-    async def body(client: Client, _settings: Settings) -> RebalancerStatus:
+    async def body(client: Client, settings: Settings) -> RebalancerStatus | NotRunning:
+        gone = await rebalancer_not_running(client, settings.task_queue)
+        if gone is not None:
+            return gone
         return await _handle(client).query(TrafficRebalanceWorkflow.status)
 
     result = with_client(body, "rebalancer")
+    if isinstance(result, NotRunning):
+        if as_json:
+            print_json(result)
+            raise typer.Exit(1)
+        fail(
+            f"{result.line()}; no table is published and no hold enforced until "
+            "`orchestrator rebalance start` (which takes over the holds of the last run)"
+        )
     if as_json:
         print_json(result)
         return
@@ -120,6 +207,18 @@ def resume() -> None:
 def _print_status(s: RebalancerStatus) -> None:
     state = f"paused by {s.paused_by} ({s.pause_reason})" if s.paused_by else "running"
     console.print(f"epoch {s.epoch}, {state}, routing version {s.last_good_version}")
+    if not s.trusted_view:
+        console.print("[yellow]no trusted view of the fleet yet[/]: overrides are refused")
+    i = s.incidents
+    if i.unreachable_epochs or i.routing_regressions or i.emergency_steps:
+        console.print(
+            f"[red]incidents[/]: {i.unreachable_epochs} epochs with the fleet unreachable, "
+            f"{i.routing_regressions} routing regressions (fleet lost state), "
+            f"{i.emergency_steps} emergency steps; last: {i.last}",
+            highlight=False,
+        )
+    if s.recovery_note:
+        console.print(f"[dim]{s.recovery_note}[/]", highlight=False)
     table = Table("region", "share", "predicted util", "override")
     holds = {o.region: o for o in s.overrides}
     for region in sorted(set(s.shares) | set(holds)):

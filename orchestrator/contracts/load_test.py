@@ -45,13 +45,20 @@ __all__ = [
     "RoutingCheckInput",
     "StepObservation",
     "StepSummary",
+    "DirectWriteInput",
+    "DirectWriteResult",
+    "Writer",
     "decide",
     "load_test_owner",
     "outcome_of",
     "summarize",
 ]
 
-LoadTestPhase = Literal["preparing", "stepping", "restoring", "done", "failed"]
+#: ``waiting``: for the rebalancer's first trusted view of the fleet, before anything moves
+LoadTestPhase = Literal["waiting", "preparing", "stepping", "restoring", "done", "failed"]
+#: who writes the test's routing moves: the rebalancer (pins through its overrides), or,
+#: with no rebalancer running, the test itself (If-Match writes, the table found put back)
+Writer = Literal["rebalancer", "direct"]
 #: how a test ended: ``stopped`` at NOMORE or convergence, ``backoff`` retreated at BACKOFF,
 #: ``aborted`` by an operator, ``max_steps`` out of steps, ``refused`` the rebalancer could
 #: not apply the next pin, ``max_load`` nothing more to move
@@ -179,9 +186,39 @@ class StepObservation(BaseModel):
     readings: list[MetricReading]
 
 
+class DirectWriteInput(BaseModel):
+    """A routing write by a test that runs without a rebalancer (it is then the writer)."""
+
+    region: str
+    #: the region's pinned share of demand; None: write ``base`` itself (the restore)
+    share: Fraction | None = None
+    #: the table found at the start: every pin is derived from it, so a retried write
+    #: sends the same body under the same key
+    base: dict[str, dict[str, float]]
+    #: the version the test last read or wrote: anyone else's write since is a conflict
+    if_match: int
+    idempotency_key: str
+    reason: str = ""
+
+
+class DirectWriteResult(BaseModel):
+    version: int
+    #: someone else wrote the table since ``if_match``: nothing was written
+    conflict: bool = False
+
+
 class RoutingCheckInput(BaseModel):
     fractions: dict[str, dict[str, float]]
     tolerance: float = Field(default=1e-6, ge=0)
+    #: with ``region``: the share check that applies while a rebalancer keeps publishing
+    region: str | None = None
+    service: str = "web"
+    baseline_share: float | None = None
+    total_demand: float | None = None
+    #: the version of the table the restore published
+    released_version: int | None = None
+    #: the rebalancer's ramp (max utilization increase per epoch); None: exact table only
+    ramp: float | None = None
 
 
 class RoutingCheck(BaseModel):
@@ -189,6 +226,11 @@ class RoutingCheck(BaseModel):
     #: the largest difference of any PoP's share of any region
     max_difference: float
     version: int
+    #: whether the routing counts as restored (see RoutingCheckInput); None: ``identical``
+    restored: bool | None = None
+    #: the region's share of demand read back, and how it was judged, in words
+    region_share: float | None = None
+    how: str = ""
 
 
 # --- progress and result -------------------------------------------------------------------
@@ -245,8 +287,15 @@ class LoadTestResult(BaseModel):
     windows_unhealthy: int
     #: seconds from the end decision (stop, BACKOFF, abort) to the routing put back
     restore_s: float | None
+    #: the routing found is back. With no rebalancer: the exact table. With one (which
+    #: goes on publishing after the hold is released): the hold released, and the
+    #: region's share of demand read back within the rebalancer's ramp, per table it
+    #: published since the restore, of the share found (see ``routing_check``)
     routing_restored: bool
     routing_max_difference: float | None
+    #: how ``routing_restored`` was judged, in words
+    routing_check: str = ""
+    writer: Writer = "rebalancer"
     baseline: LoadTestBaseline
     started_at: datetime
     finished_at: datetime
@@ -282,6 +331,7 @@ def summarize(
     restore_s: float | None,
     started_at: datetime,
     finished_at: datetime,
+    writer: Writer = "rebalancer",
 ) -> LoadTestResult:
     """The result of a finished test: the capacity its steps reveal, against the topology's."""
     estimate = estimate_capacity(records)
@@ -301,8 +351,10 @@ def summarize(
         history=history,
         windows_unhealthy=sum(1 for s in history[1:] if not s.band.healthy),
         restore_s=restore_s,
-        routing_restored=check.identical,
+        routing_restored=check.identical if check.restored is None else check.restored,
         routing_max_difference=check.max_difference,
+        routing_check=check.how,
+        writer=writer,
         baseline=baseline,
         started_at=started_at,
         finished_at=finished_at,

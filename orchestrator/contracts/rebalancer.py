@@ -15,11 +15,15 @@ __all__ = [
     "EpochRecord",
     "OverrideApplied",
     "PauseInput",
+    "RebalancerIncidents",
     "RebalancerInput",
     "RebalancerState",
     "RebalancerStatus",
     "ResumeInput",
+    "RoutingWriter",
     "SetOverrideInput",
+    "hold_memo",
+    "holds_from_memo",
 ]
 
 REBALANCER_ID = "rebalancer"
@@ -30,12 +34,19 @@ REBALANCER_ID = "rebalancer"
 KEPT_EPOCHS = 120
 
 
+#: the memo key under which the rebalancer keeps the holds it enforces, so that a new run
+#: (after a failure, a terminate or ``rebalance stop``/``start``) recovers them
+HOLDS_MEMO = "holds"
+
+
 class EpochRecord(BaseModel):
     epoch: int
     at: datetime
     #: published, skipped, conflict
     outcome: str
     reason: str = ""
+    #: why the ramp and dampening were set aside (the table broke a hold), else empty
+    emergency: str = ""
     version: int | None = None
     max_utilization_before: float | None = None
     max_utilization_after: float | None = None
@@ -47,6 +58,20 @@ class EpochRecord(BaseModel):
     #: (empty when skipped or in conflict), so a report can chart them per epoch
     shares: dict[str, float] = Field(default_factory=dict)
     utilization: dict[str, float] = Field(default_factory=dict)
+
+
+class RebalancerIncidents(BaseModel):
+    """What went wrong around the rebalancer, counted so that status (and alerts) show it."""
+
+    #: epochs skipped because the fleet could not be reached (every retry failed)
+    unreachable_epochs: int = 0
+    #: epochs that found the fleet's routing version lower than the last one seen: the
+    #: fleet lost its state (a restart, a restore from an old backup)
+    routing_regressions: int = 0
+    #: epochs that found the table breaking a hold and fixed it without the ramp
+    emergency_steps: int = 0
+    #: the last of these, in words, with the epoch it happened in
+    last: str = ""
 
 
 class RebalancerState(BaseModel):
@@ -63,6 +88,13 @@ class RebalancerState(BaseModel):
     shares: dict[str, float] = Field(default_factory=dict)
     fractions: dict[str, dict[str, float]] = Field(default_factory=dict)
     epochs: list[EpochRecord] = Field(default_factory=list)
+    incidents: RebalancerIncidents = Field(default_factory=RebalancerIncidents)
+    #: the routing version of the last epoch that read the fleet (to see it go backwards)
+    seen_version: int | None = None
+    #: whether this chain of runs has taken over the holds of the run before it
+    recovered: bool = False
+    #: what that take-over found (the run it read, the holds kept and dropped)
+    recovery_note: str = ""
 
 
 class RebalancerInput(BaseModel):
@@ -124,3 +156,35 @@ class RebalancerStatus(BaseModel):
     epochs: list[EpochRecord]
     #: region -> its share of all capacity among active regions (the "fair" share)
     capacity_shares: dict[str, float] = Field(default_factory=dict)
+    #: whether the last epoch that read the fleet could trust what it read (an override
+    #: is checked against this view; without one a new override is refused)
+    trusted_view: bool = False
+    #: the ramp: the most a region's predicted utilization may rise in one epoch
+    max_utilization_increase: float | None = None
+    epoch_s: float | None = None
+    incidents: RebalancerIncidents = Field(default_factory=RebalancerIncidents)
+    recovery_note: str = ""
+
+
+def hold_memo(overrides: dict[str, Override]) -> list[dict[str, object]]:
+    """The holds as the rebalancer's memo keeps them (JSON, sorted by region)."""
+    return [overrides[region].model_dump(mode="json") for region in sorted(overrides)]
+
+
+def holds_from_memo(value: object) -> list[Override]:
+    """The holds a rebalancer run left in its memo; malformed entries raise ValueError."""
+    if not isinstance(value, list):
+        raise ValueError(f"memo {HOLDS_MEMO}: expected a list, got {type(value).__name__}")
+    return [Override.model_validate(entry) for entry in value]
+
+
+class RoutingWriter(BaseModel):
+    """Who writes routing now, for a run that needs a table changed (a load test)."""
+
+    #: whether a rebalancer runs (and answered its status query)
+    running: bool
+    status: RebalancerStatus | None = None
+    #: without one, what became of it, in words
+    detail: str = ""
+    #: without one, the holds its last run kept (a drained region stays out)
+    holds: list[Override] = Field(default_factory=list)

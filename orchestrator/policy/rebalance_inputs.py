@@ -37,6 +37,7 @@ __all__ = [
     "Override",
     "RegionView",
     "SkipEpoch",
+    "broken_holds",
     "build_instance",
     "fleet_view",
     "override_refusal",
@@ -45,6 +46,11 @@ __all__ = [
 
 #: A measured utilization above this is a broken meter, not a busy region.
 IMPLAUSIBLE_UTILIZATION = 5.0
+#: A cap (max_share) counts as broken when the table gives the region this much more share
+#: of demand; a pin when the table misses it by this much (demand moves a pinned share a
+#: little between windows: that is the next epoch's ordinary work, not an emergency).
+CAP_SLACK = 0.01
+PIN_SLACK = 0.05
 
 
 class SkipEpoch(Exception):
@@ -194,6 +200,35 @@ def build_instance(
     ]
     instance = SolverInstance(regions=regions, pops=pops, constraints=constraints)
     return instance, view
+
+
+def broken_holds(instance: SolverInstance, overrides: list[Override]) -> list[str]:
+    """The holds that the instance's current table breaks, each in words.
+
+    A table that breaks a hold was not written by a rebalancer enforcing it: the fleet
+    lost its state, or someone else wrote it. Shares are of the instance's demand.
+    """
+    total = sum(p.demand for p in instance.pops)
+    if total <= 0:
+        return []
+    shares: dict[str, float] = {}
+    for pop in instance.pops:
+        for region, fraction in pop.fractions.items():
+            shares[region] = shares.get(region, 0.0) + pop.demand * fraction / total
+    broken = []
+    for o in overrides:
+        share = shares.get(o.region, 0.0)
+        if o.max_share is not None and share > o.max_share + CAP_SLACK:
+            broken.append(
+                f"{o.region} carries {share:.1%} of demand, over the {o.max_share:.1%} "
+                f"cap held by {o.owner}"
+            )
+        if o.pin_share is not None and abs(share - o.pin_share) > PIN_SLACK:
+            broken.append(
+                f"{o.region} carries {share:.1%} of demand, not the {o.pin_share:.1%} "
+                f"pinned by {o.owner}"
+            )
+    return broken
 
 
 def restore_table(

@@ -41,7 +41,8 @@ from temporalio.client import Client
 
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.lab.config import DemandConfig, load_config
+from orchestrator.lab.config import DemandConfig, LabConfig, load_config
+from orchestrator.lab.server import LabThread, build_app
 from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import AuditEntry
 from orchestrator.temporal import data_converter
@@ -148,6 +149,24 @@ class ChaosStack:
     notes: dict[str, Any] = field(default_factory=dict)
     #: when the monkey killed the worker (``time.time()``, the in-process lab's clock too)
     kill_times: list[float] = field(default_factory=list)
+    #: what the lab was started with, so that :meth:`restart_lab` starts the same one
+    lab_config: LabConfig | None = None
+
+    async def restart_lab(self) -> None:
+        """Kill the lab and start a fresh one on the same port: it has lost every state
+        (routing back at its initial version and table, audit log and keys empty)."""
+        old = self.lab._thread
+        assert old is not None, "only an in-process lab can be restarted"
+        await asyncio.to_thread(old.stop)
+        app = build_app(self.lab_config, mode="model", faults=True, seed=0)
+        fresh = await asyncio.to_thread(LabThread(app, port=old.port).start)
+        self.lab._thread, self.lab.runtime = fresh, app.state.runtime
+
+    def starve_worker(self, stopped: bool) -> None:
+        """SIGSTOP (or SIGCONT) the worker: a starved host where nothing of it runs."""
+        process = self.worker.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGSTOP if stopped else signal.SIGCONT)
 
     async def set_faults(self, rate: float) -> None:
         body = {"api_error_rate": rate / 2, "api_hang_rate": rate / 2, "api_hang_s": HANG_S}
@@ -209,7 +228,7 @@ async def chaos_stack(
         worker = WorkerProcess(env, tmp / "worker.log")
         client = await Client.connect(server.address, data_converter=data_converter)
         fleet = HttpFleet(lab.url, timeout=5.0)
-        stack = ChaosStack(tmp, server, lab, worker, client, fleet, queue)
+        stack = ChaosStack(tmp, server, lab, worker, client, fleet, queue, lab_config=config)
         worker.start()
         try:
             yield stack
@@ -256,11 +275,13 @@ def audit_problems(entries: list[AuditEntry]) -> list[str]:
     keys = Counter(e.idempotency_key for e in entries)
     problems += [f"key {k} applied {n} times" for k, n in keys.items() if n > 1]
     # A runbook step is keyed by workflow/run/task/step; the same step applied
-    # again under another run id (a reset, a second start) is a repeat too.
+    # again under another run id (a reset, a second start) is a repeat too. Not so a
+    # routing write: a new rebalancer run numbers its epochs from 1 again, and each
+    # write carries If-Match, so one that repeats a table shows as a redundant publish.
     steps = Counter(
         (m["wf"], m["rest"])
         for e in entries
-        if (m := _STEP_KEY.match(e.idempotency_key)) is not None
+        if e.kind != "routing" and (m := _STEP_KEY.match(e.idempotency_key)) is not None
     )
     problems += [
         f"step {wf}/{rest} applied under {n} runs" for (wf, rest), n in steps.items() if n > 1

@@ -1,13 +1,19 @@
-"""Every workflow type the chaos harness runs, by name (``benchmarks/chaos.py`` runs them all)."""
+"""Every workflow type the chaos harness runs, by name (``benchmarks/chaos.py`` runs them all),
+and the fault classes around the routing writer (run once each, without worker kills)."""
 
 from __future__ import annotations
 
+from tests.chaos.fault_scenarios import FleetOutage, LabRestart, WorkerStarvation
 from tests.chaos.harness import Scenario
 from tests.chaos.traffic_scenarios import DrainRestore, LoadTest, RebalanceEpochs
 from tests.chaos.training_scenario import TrainingRecovery
 
-__all__ = ["SCENARIOS"]
+__all__ = ["FAULT_CLASSES", "SCENARIOS"]
 
 SCENARIOS: dict[str, type[Scenario]] = {
     s.name: s for s in (DrainRestore, RebalanceEpochs, LoadTest, TrainingRecovery)
+}
+
+FAULT_CLASSES: dict[str, type[Scenario]] = {
+    s.name: s for s in (FleetOutage, LabRestart, WorkerStarvation)
 }

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from tests.chaos.harness import ChaosPlan, TrialResult, run_trial
-from tests.chaos.scenarios import SCENARIOS
+from tests.chaos.scenarios import FAULT_CLASSES, SCENARIOS
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,8 @@ async def trials() -> dict[str, TrialResult]:
         "training": ChaosPlan(seed=14, kills=3),
     }
     results = await asyncio.gather(
-        *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items())
+        *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items()),
+        run_trial(FAULT_CLASSES["lab-restart"](), ChaosPlan(seed=15, kills=1)),
     )
     return {r.scenario: r for r in results}
 
@@ -81,3 +82,17 @@ class TestTrainingRecoverySurvivesCrashes:
         assert result.details["faults_injected"] == result.details["failures_recovered"] == 5
         # launch + 5 recoveries: a stop and a start each, and a quarantine per GPU error
         assert result.mutations == 6 * 2 + 2
+
+
+class TestRoutingWriterSurvivesALabThatLostItsState:
+    """Issue 18.3: with a drain's hold on eu-west, the lab is killed and started empty (its
+    routing back at v1, eu-west carrying traffic) while the worker is SIGKILLed once and 30%
+    of fleet calls fail: the rebalancer reports the regression, fixes the broken hold in an
+    emergency step and keeps running, with no mutation applied twice before or after."""
+
+    async def test_back_to_the_intended_state(self, trials: dict[str, TrialResult]) -> None:
+        result = trials["lab-restart"]
+        assert result.problems == [] and result.ok
+        assert result.details["routing_regressions"] >= 1
+        assert result.details["emergency_steps"] >= 1
+        assert result.details["time_to_intended_s"] is not None

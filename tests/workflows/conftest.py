@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,16 +47,23 @@ def model_lab() -> Iterator[LabThread]:
         yield lab
 
 
+@asynccontextmanager
+async def open_stack(client: Client, lab_url: str, state_dir: Any) -> AsyncIterator[Stack]:
+    """A worker on a fresh task queue running every workflow and activity against the lab."""
+    fleet = HttpFleet(lab_url)
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    settings = Settings(task_queue=queue, fleet_url=lab_url, state_dir=state_dir)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
+    worker: Worker = new_worker(client, registry.activities(ctx), task_queue=queue)
+    async with worker:
+        yield Stack(client, fleet, lab_url, queue, settings)
+    await fleet.aclose()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def stack(
     dev_env: WorkflowEnvironment, model_lab: LabThread, tmp_path: Any
 ) -> AsyncIterator[Stack]:
     """A worker on a fresh task queue running every workflow and activity against ``model_lab``."""
-    fleet = HttpFleet(model_lab.url)
-    queue = f"test-{uuid.uuid4().hex[:10]}"
-    settings = Settings(task_queue=queue, fleet_url=model_lab.url, state_dir=tmp_path)
-    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
-    worker: Worker = new_worker(dev_env.client, registry.activities(ctx), task_queue=queue)
-    async with worker:
-        yield Stack(dev_env.client, fleet, model_lab.url, queue, settings)
-    await fleet.aclose()
+    async with open_stack(dev_env.client, model_lab.url, tmp_path) as opened:
+        yield opened

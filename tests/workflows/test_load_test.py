@@ -27,6 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.activities.load_test import LoadTestActivities, routing_difference
 from orchestrator.activities.overrides import OverrideActivities
 from orchestrator.activities.rebalance import RebalanceActivities
+from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
 from orchestrator.contracts.load_test import (
     AbortInput,
     LoadTestInput,
@@ -83,12 +84,15 @@ async def rig(dev_env: WorkflowEnvironment, start_lab: LabFactory) -> AsyncItera
     activities: list[Callable[..., Any]] = [
         rebalance.plan_epoch,
         rebalance.publish,
+        RebalancerRecoveryActivities(client).recover,
         overrides.request,
         overrides.release,
         overrides.status,
+        overrides.writer,
         load_test.prepare,
         load_test.observe,
         load_test.check_routing,
+        load_test.write_directly,
     ]
     queue = f"test-{uuid.uuid4().hex[:10]}"
     async with new_worker(client, activities, task_queue=queue):

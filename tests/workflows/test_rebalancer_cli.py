@@ -4,9 +4,12 @@ the model lab, each command its own process, as an operator runs them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.test_drain import cli
@@ -48,3 +51,36 @@ class TestRebalanceCommands:
         assert code == 0 and "stopped" in out, err
         desc = await stack.client.get_workflow_handle("rebalancer").describe()
         assert desc.status == WorkflowExecutionStatus.TERMINATED
+
+
+class TestNotRunning:
+    """`rebalance status` on a rebalancer that is not running says so (and how it ended),
+    exits non-zero, and never shows the closed run's last epoch as if it were live;
+    `undrain` without a rebalancer refuses at once, before any workflow starts."""
+
+    async def test_status_of_a_terminated_rebalancer(self, stack: Stack) -> None:
+        code, out, err = await cli(stack, "rebalance", "start", "--epoch-s", "0.5")
+        assert code == 0, err
+        code, out, err = await cli(stack, "rebalance", "stop", "--reason", "chaos test")
+        assert code == 0, err
+
+        code, out, err = await cli(stack, "rebalance", "status")
+        assert code != 0
+        assert "terminated" in err and "chaos test" in err and "running" not in out
+        assert "rebalance start" in err
+        code, out, err = await cli(stack, "rebalance", "status", "--json")
+        assert code != 0
+        answer = json.loads(out)
+        assert answer["running"] is False and answer["status"] == "terminated"
+
+    async def test_undrain_refused_without_a_rebalancer(self, stack: Stack) -> None:
+        handle = stack.client.get_workflow_handle("rebalancer")
+        with contextlib.suppress(RPCError):
+            await handle.terminate("not for this test")
+
+        code, out, err = await cli(stack, "undrain", "eu-west", "--wait")
+        assert code != 0
+        assert "undrain eu-west refused" in err and "rebalance start" in err
+        assert len(err.strip().splitlines()) == 1, err
+        with pytest.raises(RPCError):
+            await stack.client.get_workflow_handle("undrain-eu-west").describe()

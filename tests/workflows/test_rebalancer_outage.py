@@ -1,0 +1,149 @@
+"""The single routing writer outlives a fleet outage longer than its retry budget.
+
+On the time-skipping server: the fleet refuses every call for ten minutes of workflow
+time (each epoch's activity exhausts its ten attempts), and the rebalancer skips those
+epochs, saying why and counting them, then publishes again once the fleet is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.activities.rebalance import RebalanceActivities
+from orchestrator.activities.rebalancer_recovery import RecoveredHolds, RecoverHoldsInput
+from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus, SetOverrideInput
+from orchestrator.exceptions import FleetUnavailable
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.server import LabThread
+from orchestrator.models import HealthReport, RoutingTable, Topology
+from tests.fixtures.temporal import new_worker
+from workflows.rebalancer import TrafficRebalanceWorkflow
+
+EPOCH_S = 30.0
+
+
+class DownFleet(HttpFleet):
+    """The lab's fleet, except that while ``down`` every read fails as a dead API would."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.down = False
+        self.refused = 0
+
+    def _gate(self) -> None:
+        if self.down:
+            self.refused += 1
+            raise FleetUnavailable("GET /v1: connection refused", reason="ConnectError")
+
+    async def topology(self) -> Topology:
+        self._gate()
+        return await super().topology()
+
+    async def routing(self, *, include_buckets: bool | None = None) -> RoutingTable:
+        self._gate()
+        return await super().routing(include_buckets=include_buckets)
+
+    async def health(self, window_s: float | None = None) -> HealthReport:
+        self._gate()
+        return await super().health(window_s)
+
+
+@activity.defn(name="recover_rebalancer_holds")
+async def no_earlier_run(_inp: RecoverHoldsInput) -> RecoveredHolds:
+    """The time-skipping server has no visibility store to search: nothing to take over."""
+    return RecoveredHolds()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def outage(
+    time_env: WorkflowEnvironment, model_lab: LabThread
+) -> AsyncIterator[tuple[DownFleet, WorkflowHandle[Any, Any]]]:
+    fleet = DownFleet(model_lab.url)
+    rebalance = RebalanceActivities(fleet)
+    worker = new_worker(time_env.client, [rebalance.plan_epoch, rebalance.publish, no_earlier_run])
+    async with worker:
+        handle = await time_env.client.start_workflow(
+            TrafficRebalanceWorkflow.run,
+            RebalancerInput(epoch_s=EPOCH_S, window_s=5),
+            id=f"rebalancer-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
+        )
+        yield fleet, handle
+        await handle.terminate("test over")
+    await fleet.aclose()
+
+
+async def status_after(
+    env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any], seconds: float
+) -> RebalancerStatus:
+    await env.sleep(seconds)
+    status: RebalancerStatus = await handle.query(TrafficRebalanceWorkflow.status)
+    return status
+
+
+class TestFleetOutage:
+    """Every epoch during the outage is skipped with the cause; none fails the workflow. An
+    override asked for during it waits a few retries, then is refused with the cause."""
+
+    async def test_skips_through_outage_and_publishes_after(
+        self,
+        time_env: WorkflowEnvironment,
+        outage: tuple[DownFleet, WorkflowHandle[Any, Any]],
+    ) -> None:
+        fleet, handle = outage
+        before = await status_after(time_env, handle, 1)
+        assert before.epoch >= 1 and before.epochs[-1].outcome == "published"
+
+        fleet.down = True
+        during = await status_after(time_env, handle, 600)
+        fleet.down = False
+        # Ten attempts per epoch, every one refused: far beyond the retry budget.
+        assert fleet.refused >= 20
+        skipped = [e for e in during.epochs if e.epoch > before.epoch]
+        assert skipped and all(e.outcome == "skipped" for e in skipped)
+        assert all("fleet unreachable" in e.reason for e in skipped)
+        assert all("connection refused" in e.reason for e in skipped)
+        assert during.incidents.unreachable_epochs == len(skipped)
+        assert "connection refused" in during.incidents.last
+
+        after = await status_after(time_env, handle, 2 * EPOCH_S + 120)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert after.epochs[-1].outcome in ("published", "unchanged")
+        assert after.epochs[-1].reason == "" or "unreachable" not in after.epochs[-1].reason
+
+    async def test_override_during_outage_is_refused_with_the_cause(
+        self,
+        time_env: WorkflowEnvironment,
+        outage: tuple[DownFleet, WorkflowHandle[Any, Any]],
+    ) -> None:
+        fleet, handle = outage
+        await status_after(time_env, handle, 1)
+        fleet.down = True
+        update = asyncio.ensure_future(
+            handle.execute_update(
+                TrafficRebalanceWorkflow.set_override,
+                SetOverrideInput(region="eu-west", owner="runbook:eu-west", max_share=0.0),
+            )
+        )
+        while not update.done():
+            await time_env.sleep(30)
+        fleet.down = False
+
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            update.result()
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "Infeasible"
+        assert "fleet unreachable" in cause.message and "connection refused" in cause.message
+        status = await handle.query(TrafficRebalanceWorkflow.status)
+        assert status.overrides == []
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
