@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Literal
@@ -132,13 +131,32 @@ def traffic(
         "5",
     ]
     console.print(f"locust: {count} users, {rps:g} rps total for {duration:g}s against {lab}")
-    try:
-        code = subprocess.call(command, env=env)
-    except KeyboardInterrupt:
-        code = 130
+    code = _run_until_signal(command, env)
+    if code == 130:
+        raise typer.Exit(130)  # stopped by a signal, as asked: Locust is stopped too
     # Locust exits 1 when any request failed; with a lab you can hurt that is expected.
     if code not in (0, 1):
         fail(f"locust exited with status {code}", code)
+
+
+def _run_until_signal(command: list[str], env: dict[str, str]) -> int:
+    """Run Locust to its end; SIGTERM or SIGINT stops it (and all it started) first.
+
+    Python's default for SIGTERM is to die at once, which left Locust running and
+    sending traffic to the lab after ``lab traffic`` was stopped.
+    """
+    from orchestrator.processes import interrupt_on_signals, spawn, stop_group
+
+    with interrupt_on_signals():
+        process = spawn(command, env=env)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            console.print("stopping locust")
+            return 130
+        finally:
+            # Locust answers SIGTERM by stopping its users within --stop-timeout (5 s).
+            stop_group(process, timeout_s=10.0)
 
 
 def _token(option: str | None) -> str | None:

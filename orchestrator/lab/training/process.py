@@ -36,6 +36,7 @@ from orchestrator.lab.training.status import (
     write_control,
 )
 from orchestrator.lab.training.trainer import BLAS_THREAD_VARS, TrainerArgs
+from orchestrator.processes import spawn
 
 __all__ = ["LOG_FILE", "TRAINER_MODULE", "TrainerProcess", "trainer_env"]
 
@@ -76,15 +77,13 @@ class TrainerProcess:
         args.workdir.mkdir(parents=True, exist_ok=True)
         (args.workdir / CONTROL_FILE).unlink(missing_ok=True)
         with (args.workdir / LOG_FILE).open("ab") as log:
-            popen = subprocess.Popen(
+            # Its own session: a Ctrl-C aimed at the lab does not hit every trainer, and
+            # the lab decides how each one stops; a lab killed outright takes them along.
+            popen = spawn(
                 [python, "-m", TRAINER_MODULE, *args.argv()],
-                stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=trainer_env(env),
-                # Its own session: a Ctrl-C aimed at the lab does not hit every
-                # trainer, and the lab decides how each one stops.
-                start_new_session=True,
             )
         return cls(args, popen)
 
