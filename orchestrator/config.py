@@ -10,6 +10,10 @@ named by ``ORCHESTRATOR_CONFIG`` (default ``./orchestrator.toml`` when present).
 
 Invalid settings raise :class:`~orchestrator.exceptions.ConfigError`, whose one
 line names the setting; nothing starts half-configured.
+
+Secrets (tokens, API keys) lose surrounding whitespace when read, since a file or a
+``$(cat ...)`` ends in a newline and an HTTP client quotes the whole header in its
+error; one with a control character inside is refused by name, never by value.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from temporalio.envconfig import ClientConfigProfile
 from orchestrator.exceptions import ConfigError
 from orchestrator.logging import register_secret
 
-__all__ = ["DEFAULT_TASK_QUEUE", "Settings", "TemporalSettings", "load_settings"]
+__all__ = ["DEFAULT_TASK_QUEUE", "Settings", "TemporalSettings", "clean_secret", "load_settings"]
 
 DEFAULT_TASK_QUEUE = "orchestrator"
 DEFAULT_TEMPORAL_ADDRESS = "127.0.0.1:7233"
@@ -46,6 +50,24 @@ _ENV_NAMES: dict[str, str] = {
     "ORCHESTRATOR_STATE_DIR": "state_dir",
 }
 _SETTING_TO_ENV = {v: k for k, v in _ENV_NAMES.items()}
+
+
+def clean_secret(setting: str, value: str | None) -> str | None:
+    """``value`` without surrounding whitespace, registered with the log redaction.
+
+    None for an unset or blank value. A control character (or DEL) left inside is a
+    :class:`ConfigError` naming ``setting`` only: the value itself is never printed.
+    """
+    if value is None:
+        return None
+    register_secret(value)
+    value = value.strip()
+    if not value:
+        return None
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value):
+        raise ConfigError(setting, "contains a control character (the value is not shown)")
+    register_secret(value)
+    return value
 
 
 class TemporalSettings(BaseModel):
@@ -118,13 +140,12 @@ class Settings(BaseModel):
             return self.fleet_token.get_secret_value()
         if self.fleet_token_file is not None:
             try:
-                token = self.fleet_token_file.read_text().strip()
+                text = self.fleet_token_file.read_text()
             except OSError as exc:
                 raise ConfigError(
                     "ORCHESTRATOR_FLEET_TOKEN_FILE", exc.strerror or str(exc)
                 ) from exc
-            register_secret(token)
-            return token
+            return clean_secret("ORCHESTRATOR_FLEET_TOKEN_FILE", text)
         return None
 
 
@@ -148,9 +169,7 @@ def _temporal_settings(env: Mapping[str, str]) -> TemporalSettings:
         _check_host_port(address)
     except ValueError as exc:
         raise ConfigError("TEMPORAL_ADDRESS", str(exc)) from exc
-    api_key = connect.get("api_key")
-    if api_key:
-        register_secret(api_key)
+    api_key = clean_secret("TEMPORAL_API_KEY", connect.get("api_key"))
     return TemporalSettings(
         address=address,
         namespace=connect.get("namespace") or "default",
@@ -188,6 +207,11 @@ def load_settings(
     for var, name in _ENV_NAMES.items():
         if env.get(var):
             raw[name] = env[var]
+    if isinstance(raw.get("fleet_token"), str):
+        setting = (
+            "ORCHESTRATOR_FLEET_TOKEN" if env.get("ORCHESTRATOR_FLEET_TOKEN") else "fleet_token"
+        )
+        raw["fleet_token"] = clean_secret(setting, raw["fleet_token"])
     try:
         settings = Settings(temporal=_temporal_settings(env), **raw)
     except ValidationError as exc:
@@ -197,6 +221,4 @@ def load_settings(
         raise ConfigError(_SETTING_TO_ENV.get(name, name), reason) from None
     except TypeError as exc:
         raise ConfigError("ORCHESTRATOR_CONFIG", str(exc)) from None
-    if settings.fleet_token is not None:
-        register_secret(settings.fleet_token.get_secret_value())
     return settings

@@ -3,20 +3,30 @@
 ``temporal server start-dev`` runs the whole service in one process with the
 UI; ``--db-filename`` keeps state across restarts. The project's search
 attributes are registered at start, so workflows can set them at once.
+
+Its output is drained all the time, never only at exit: into ``log_file`` when one
+is given (the kernel writes it; nothing of ours has to keep up), else by a thread
+that keeps the last lines for error messages. A pipe nobody reads holds 64 KiB; the
+server then blocks on its next log line, and a server that logs every slow query
+stopped answering after ~650 of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from orchestrator.exceptions import ConfigError, TemporalUnreachable
+from orchestrator.processes import spawn
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 
 __all__ = ["DevServer", "port_is_free"]
@@ -43,7 +53,13 @@ class DevServer:
     namespace: str = "default"
     log_level: str = "warn"
     ui: bool = True
+    #: where the server's stdout and stderr go (appended); None keeps only a tail in memory
+    log_file: Path | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _tail: collections.deque[bytes] = field(
+        default_factory=lambda: collections.deque(maxlen=200), init=False, repr=False
+    )
+    _drainer: threading.Thread | None = field(default=None, init=False, repr=False)
 
     @property
     def address(self) -> str:
@@ -83,28 +99,50 @@ class DevServer:
             )
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        if self.log_file is not None:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_file.open("ab") as log:
+                self.process = spawn(self.command(), stdout=log, stderr=subprocess.STDOUT)
+        else:
+            self.process = spawn(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            assert self.process.stdout is not None
+            self._drainer = threading.Thread(
+                target=_drain,
+                args=(self.process.stdout, self._tail),
+                name="devserver-output",
+                daemon=True,
+            )
+            self._drainer.start()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                err = (
-                    self.process.stderr.read().decode(errors="replace")
-                    if self.process.stderr
-                    else ""
-                )
+                self.process.wait()
                 raise TemporalUnreachable(
-                    self.address, f"dev server exited with {self.process.returncode}: {err[-300:]}"
+                    self.address,
+                    f"dev server exited with {self.process.returncode}: {self.output_tail()}",
                 )
             if asyncio.run(self._answers()):
                 return
             time.sleep(0.2)
         self.stop()
         raise TemporalUnreachable(self.address, f"dev server not ready within {timeout_s:.0f}s")
+
+    def output_tail(self, max_chars: int = 300) -> str:
+        """The end of what the server printed, for an error message."""
+        if self.log_file is not None:
+            try:
+                with self.log_file.open("rb") as log:
+                    log.seek(0, 2)
+                    log.seek(max(log.tell() - max_chars, 0))
+                    data = log.read()
+            except OSError:
+                return ""
+        else:
+            exited = self.process is not None and self.process.poll() is not None
+            if self._drainer is not None and exited:
+                self._drainer.join(timeout=2.0)  # the last lines of a dead server
+            data = b"".join(self._tail)
+        return data.decode(errors="replace")[-max_chars:].strip()
 
     async def _answers(self) -> bool:
         from temporalio.client import Client
@@ -135,3 +173,10 @@ class DevServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def _drain(stream: IO[bytes], tail: collections.deque[bytes]) -> None:
+    """Read the server's output until it closes, keeping the last lines."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in stream:
+            tail.append(line)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
@@ -22,14 +23,17 @@ from temporalio.converter import (
     BinaryNullPayloadConverter,
     CompositePayloadConverter,
     DataConverter,
+    DefaultFailureConverter,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
+    PayloadConverter,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from orchestrator.config import Settings
 from orchestrator.exceptions import ConfigError, InvalidRequest, TemporalUnreachable
+from orchestrator.logging import redact
 from orchestrator.validation import describe_validation
 
 __all__ = [
@@ -120,8 +124,31 @@ class _PayloadConverter(CompositePayloadConverter):
         )
 
 
+class _RedactingFailureConverter(DefaultFailureConverter):
+    """Failures leave the process with every registered secret scrubbed from their text.
+
+    An exception's message becomes the failure's message in the workflow's history,
+    shown in the Temporal UI and by every client: a secret quoted by an error (a
+    header, a URL) would be stored there for good. Message and stack trace of the
+    failure and of each cause are scrubbed, whatever raised them.
+    """
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        current: Failure | None = failure
+        while current is not None:
+            current.message = redact(current.message)
+            current.stack_trace = redact(current.stack_trace)
+            current = current.cause if current.HasField("cause") else None
+
+
 #: The pydantic data converter every client and worker of the project uses.
-data_converter = DataConverter(payload_converter_class=_PayloadConverter)
+data_converter = DataConverter(
+    payload_converter_class=_PayloadConverter,
+    failure_converter_class=_RedactingFailureConverter,
+)
 
 #: How long a connect may take before we call Temporal unreachable.
 CONNECT_TIMEOUT_S = 10.0

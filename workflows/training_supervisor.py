@@ -48,10 +48,18 @@ with workflow.unsafe.imports_passed_through():
         poll_retry,
     )
 
-__all__ = ["OUTAGE_ETTR_PATCH", "TrainingJobSupervisorWorkflow", "ettr_so_far"]
+__all__ = [
+    "FATAL_HALT_PATCH",
+    "OUTAGE_ETTR_PATCH",
+    "TrainingJobSupervisorWorkflow",
+    "ettr_so_far",
+]
 
 #: ETTR from merged outages (an unrecovered one ends at the next failure's onset)
 OUTAGE_ETTR_PATCH = "training-ettr-outages"
+#: a failure the fleet reports as not retryable (disk full) halts at once: no recovery,
+#: since every restart would die at the same write
+FATAL_HALT_PATCH = "training-fatal-halt"
 
 
 def ettr_so_far(
@@ -148,6 +156,13 @@ class TrainingJobSupervisorWorkflow:
                 hosts_before=job.hosts,
                 detail=watch.detail,
             )
+            if watch.kind is FailureKind.FATAL and workflow.patched(FATAL_HALT_PATCH):
+                inp.failures.append(failure)
+                return await self._halt(
+                    inp,
+                    f"job {inp.job}: {watch.detail}; not restarting: every restart would "
+                    "fail the same way until someone fixes it",
+                )
             if decision.action is CrashLoopAction.HALT:
                 inp.failures.append(failure)
                 return await self._halt(inp, decision.reason)

@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.exceptions import FleetError, OrchestratorError
+from orchestrator.logging import redact
 
 __all__ = ["as_application_error", "reported"]
 
@@ -21,7 +22,8 @@ def as_application_error(exc: OrchestratorError) -> ApplicationError:
     """The ``ApplicationError`` for ``exc``: type = class name, retryable as the class says."""
     details = []
     if isinstance(exc, FleetError):
-        details.append({"status": exc.status, "reason": exc.reason})
+        # Details are payloads, not text the failure converter scrubs: scrub them here.
+        details.append({"status": exc.status, "reason": redact(exc.reason)})
     return ApplicationError(
         str(exc), *details, type=exc.type_name(), non_retryable=not exc.retryable
     )

@@ -44,6 +44,9 @@ def classify(cluster: TrainingCluster, job: TrainingJob, hang_after_s: float) ->
             return FailureKind.BUILDING, onset, [], f"building {', '.join(lost)} lost ({names})"
         return FailureKind.HOST_DOWN, onset, [], f"host down: {names}"
     if job.state is JobState.CRASHED:
+        failure = job.failure
+        if failure is not None and not failure.retryable:
+            return FailureKind.FATAL, onset, [], f"{failure.reason}: {failure.detail}"
         return FailureKind.CRASH, onset, [], f"run {job.runs} exited at step {job.step}"
     last = job.last_heartbeat
     if last is None:

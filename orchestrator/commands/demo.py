@@ -28,12 +28,17 @@ def demo(
     """Run the main scenario: rebalance, load test, drain and restore, training recovery."""
     from orchestrator.demo.run import DemoOptions, run_demo
     from orchestrator.demo.stack import DemoPorts
+    from orchestrator.processes import interrupt_on_signals
 
     ports = DemoPorts(temporal=temporal_port, ui=ui_port, lab=lab_port)
+    # SIGTERM takes Ctrl-C's path, through the demo's finally that stops its stack.
     try:
-        code = run_demo(DemoOptions(workdir, ports, keep, console, rps, only))
+        with interrupt_on_signals():
+            code = run_demo(DemoOptions(workdir, ports, keep, console, rps, only))
     except OrchestratorError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted; the demo's processes are stopped", 130)
     if code:
         fail("the demo did not end as it should; see the summary above", code)
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Literal
@@ -14,8 +13,8 @@ from typing import Literal
 import typer
 
 from orchestrator.commands.output import console, fail
+from orchestrator.config import clean_secret
 from orchestrator.exceptions import ConfigError, FleetError
-from orchestrator.logging import register_secret
 
 app = typer.Typer(help="The local lab fleet: a fleet you can hurt.", no_args_is_help=True)
 
@@ -42,8 +41,7 @@ def serve(
 
     if mode not in ("live", "model"):
         fail(f"--mode must be live or model, not {mode!r}")
-    token = token or os.environ.get(TOKEN_ENV) or None
-    register_secret(token)
+    token = _token(token)
     chosen: Literal["live", "model"] = "live" if mode == "live" else "model"
     try:
         lab = build_app(config, mode=chosen, faults=faults, token=token)
@@ -86,7 +84,7 @@ def traffic(
         fail(f"locustfile not found: {locustfile}")
     if (shift_after is None) != (shift_weights is None):
         fail("--shift-after and --shift-weights go together")
-    token = os.environ.get(TOKEN_ENV) or None
+    token = _token(None)
     try:
         pops, sticky = asyncio.run(_pop_weights(lab, token))
     except FleetError as exc:
@@ -133,13 +131,42 @@ def traffic(
         "5",
     ]
     console.print(f"locust: {count} users, {rps:g} rps total for {duration:g}s against {lab}")
-    try:
-        code = subprocess.call(command, env=env)
-    except KeyboardInterrupt:
-        code = 130
+    code = _run_until_signal(command, env)
+    if code == 130:
+        raise typer.Exit(130)  # stopped by a signal, as asked: Locust is stopped too
     # Locust exits 1 when any request failed; with a lab you can hurt that is expected.
     if code not in (0, 1):
         fail(f"locust exited with status {code}", code)
+
+
+def _run_until_signal(command: list[str], env: dict[str, str]) -> int:
+    """Run Locust to its end; SIGTERM or SIGINT stops it (and all it started) first.
+
+    Python's default for SIGTERM is to die at once, which left Locust running and
+    sending traffic to the lab after ``lab traffic`` was stopped.
+    """
+    from orchestrator.processes import interrupt_on_signals, spawn, stop_group
+
+    with interrupt_on_signals():
+        process = spawn(command, env=env)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            console.print("stopping locust")
+            return 130
+        finally:
+            # Locust answers SIGTERM by stopping its users within --stop-timeout (5 s).
+            stop_group(process, timeout_s=10.0)
+
+
+def _token(option: str | None) -> str | None:
+    """The lab token from ``--token`` or the environment, stripped; one line if it is unusable."""
+    try:
+        if option:
+            return clean_secret("--token", option)
+        return clean_secret(TOKEN_ENV, os.environ.get(TOKEN_ENV))
+    except ConfigError as exc:
+        fail(str(exc), code=2)
 
 
 def _parse_weights(option: str, text: str, known: dict[str, float]) -> dict[str, float]:

@@ -9,7 +9,9 @@ from typing import Any, NoReturn
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 
+from orchestrator.logging import redact
 from orchestrator.validation import describe_validation
 
 console = Console()
@@ -33,8 +35,11 @@ def print_json(obj: Any) -> None:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print one clear line to stderr and exit non-zero; never a traceback."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one clear line to stderr and exit non-zero; never a traceback (nor a secret)."""
+    # Escaped: a message is text, and "[redacted]" or a "[profile]" in it is not markup.
+    err_console.print(
+        f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True
+    )
     raise typer.Exit(code)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import platform as _platform
-import signal
 import sys
 import uuid
 from importlib.metadata import version as dist_version
@@ -35,30 +34,36 @@ def server(
     ui_port: int = typer.Option(8233, help="Temporal UI port."),
     db_file: Path | None = typer.Option(None, help="SQLite file: keep state across restarts."),
     ip: str = typer.Option("127.0.0.1", help="Address to bind."),
+    log_file: Path | None = typer.Option(
+        None,
+        help="The server's own log, appended [default: temporal-server.log in the state dir].",
+    ),
 ) -> None:
-    """Run the embedded Temporal dev server (with UI) until Ctrl-C."""
+    """Run the embedded Temporal dev server (with UI) until Ctrl-C or SIGTERM."""
     from orchestrator.devserver import DevServer
+    from orchestrator.processes import interrupt_on_signals
 
-    dev = DevServer(port=port, ui_port=ui_port, ip=ip, db_file=db_file)
-    try:
-        dev.start()
-    except OrchestratorError as exc:
-        fail(str(exc), code=2)
-    console.print(
-        f"Temporal dev server at [bold]{dev.address}[/], UI at http://{ip}:{ui_port}"
-        + (f", state in {db_file}" if db_file else " (in memory)")
-    )
-    console.print("Search attributes: Region, Runbook, JobId, RunKind. Ctrl-C stops.")
-    signal.signal(signal.SIGTERM, _interrupt)
-    # Explicitly, since a process started in the background (nohup, `cmd &` in a script)
-    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
-    signal.signal(signal.SIGINT, _interrupt)
-    try:
-        code = dev.wait()
-    except KeyboardInterrupt:
-        console.print("stopping Temporal dev server")
-        dev.stop()
-        return
+    if log_file is None:
+        log_file = settings_or_exit().state_dir / "temporal-server.log"
+    dev = DevServer(port=port, ui_port=ui_port, ip=ip, db_file=db_file, log_file=log_file)
+    with interrupt_on_signals():
+        try:
+            dev.start()
+            console.print(
+                f"Temporal dev server at [bold]{dev.address}[/], UI at http://{ip}:{ui_port}"
+                + (f", state in {db_file}" if db_file else " (in memory)")
+                + f", log in {log_file}",
+                highlight=False,
+            )
+            console.print("Search attributes: Region, Runbook, JobId, RunKind. Ctrl-C stops.")
+            code = dev.wait()
+        except OrchestratorError as exc:
+            fail(str(exc), code=2)
+        except KeyboardInterrupt:
+            console.print("stopping Temporal dev server")
+            return
+        finally:
+            dev.stop()
     fail(f"Temporal dev server exited with code {code}", code=1)
 
 
@@ -128,11 +133,6 @@ def snapshot(
             _num(r.error_rate, "{:.2%}"),
         )
     console.print(table)
-
-
-def _interrupt(_signum: int, _frame: object) -> None:
-    # SIGTERM stops the server the same clean way as Ctrl-C.
-    raise KeyboardInterrupt
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -21,6 +21,7 @@ from orchestrator.policy.recovery_models import (
 )
 
 __all__ = [
+    "JobFailure",
     "JobState",
     "QuarantineRequest",
     "ReleaseRequest",
@@ -43,6 +44,18 @@ class JobState(StrEnum):
     STOPPED = "stopped"
     #: reached ``total_steps``
     FINISHED = "finished"
+
+
+class JobFailure(StrictModel):
+    """Why the last run ended, when it said so itself (on a real fleet: the job's exit
+    reason from the scheduler)."""
+
+    #: a short name: ``disk_full``, ``checkpoints_lost``, ...
+    reason: str = Field(min_length=1)
+    detail: str = ""
+    #: False: restarting cannot succeed until someone acts (frees space, restores files)
+    retryable: bool = True
+    exit_code: int | None = None
 
 
 class TrainingJob(StrictModel):
@@ -70,6 +83,8 @@ class TrainingJob(StrictModel):
     step_ms_avg: float | None = None
     #: sha256 of the parameters at the newest checkpoint (or at the end)
     params_digest: str | None = None
+    #: a crashed run's own account of why, when it gave one
+    failure: JobFailure | None = None
 
 
 class TrainingCluster(StrictModel):

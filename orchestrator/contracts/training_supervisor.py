@@ -42,6 +42,9 @@ class FailureKind(StrEnum):
     HANG = "hang"
     #: the job was never started (or was stopped by hand): the supervisor launches it
     LAUNCH = "launch"
+    #: the last run reported a failure no restart can cure (disk full, checkpoint
+    #: manifests lost): the supervisor halts and alerts instead of crash-looping
+    FATAL = "fatal"
 
 
 class WatchMode(StrEnum):
@@ -59,7 +62,7 @@ class SupervisorState(StrEnum):
     WATCHING = "watching"
     RECOVERING = "recovering"
     FINISHED = "finished"
-    #: the crash-loop guard stopped restarting: a human has to look
+    #: the crash-loop guard, or a failure no restart can cure, stopped it: a human has to look
     HALTED = "halted"
 
 

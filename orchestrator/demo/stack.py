@@ -2,14 +2,15 @@
 
 Each is a real child process in its own session (process group), so stopping one
 stops whatever it started too (``lab traffic`` runs Locust, the lab runs trainer
-processes), and :meth:`DemoStack.stop` can prove nothing it started is left.
+processes), and :meth:`DemoStack.stop` can prove nothing it started is left. Each is
+also bound to die with the demo (:mod:`orchestrator.processes`), should the demo be
+killed before it can stop them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ import httpx
 
 from orchestrator.devserver import DevServer, port_is_free
 from orchestrator.exceptions import OrchestratorError
+from orchestrator.processes import group_alive, spawn, stop_group
 
 __all__ = ["DemoError", "DemoPorts", "DemoStack"]
 
@@ -91,7 +93,12 @@ class DemoStack:
         return env
 
     def start_server(self) -> None:
-        self.server = DevServer(port=self.ports.temporal, ui_port=self.ports.ui, log_level="error")
+        self.server = DevServer(
+            port=self.ports.temporal,
+            ui_port=self.ports.ui,
+            log_level="error",
+            log_file=self.workdir / "logs" / "temporal.log",
+        )
         self.server.start(timeout_s=60.0)
 
     def start_lab(self, config: Path) -> None:
@@ -131,14 +138,7 @@ class DemoStack:
         logs.mkdir(parents=True, exist_ok=True)
         path = logs / f"{name}.log"
         with path.open("ab") as log:
-            process = subprocess.Popen(
-                [*_CLI, *args],
-                env=self.env(),
-                stdout=log,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            process = spawn([*_CLI, *args], env=self.env(), stdout=log, stderr=log)
         self.children.append(_Child(name, process, path))
 
     def _wait_http(self, url: str, what: str, timeout_s: float = 30.0) -> None:
@@ -154,44 +154,11 @@ class DemoStack:
     def stop(self) -> list[str]:
         """Stop every child (newest first) and the server; the names of any left running."""
         for child in reversed(self.children):
-            _stop_group(child.process)
+            stop_group(child.process, timeout_s=25.0)
         if self.server is not None:
             self.server.stop()
-        left = [c.name for c in self.children if _group_alive(c.process.pid)]
+        left = [c.name for c in self.children if group_alive(c.process.pid)]
         server = self.server.process if self.server is not None else None
-        if server is not None and _group_alive(server.pid):
+        if server is not None and group_alive(server.pid):
             left.append("temporal")
         return left
-
-
-def _stop_group(process: subprocess.Popen[bytes], timeout_s: float = 25.0) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL whatever is still there."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=timeout_s)
-    deadline = time.monotonic() + 5.0
-    while _group_alive(process.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5.0)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies waiting to be reaped don't count)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    for stat in proc.glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            # fields after the ")" closing the command name: state, ppid, pgrp, ...
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False

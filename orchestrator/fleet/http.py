@@ -37,6 +37,7 @@ from orchestrator.exceptions import (
     InvalidRequest,
     VersionConflict,
 )
+from orchestrator.logging import redact
 from orchestrator.models import (
     API_VERSION,
     AuditEntry,
@@ -85,6 +86,7 @@ class HttpFleet:
             raise ValueError(f"base_url must be http(s)://..., got {base_url!r}")
         headers = {"Accept": "application/json", "User-Agent": "dr-orchestrator/fleet-client"}
         if token:
+            _check_token(token)
             headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
@@ -231,13 +233,31 @@ class HttpFleet:
             )
         except httpx.TimeoutException as exc:
             raise FleetUnavailable(f"{where}: timed out", reason=type(exc).__name__) from None
+        except httpx.LocalProtocolError:
+            # Its message quotes the offending header whole, Authorization included, and
+            # would reach logs and the activity failure in Temporal's history: say what
+            # failed, never the value. Sending it again cannot help.
+            raise FleetRejected(
+                f"{where}: the request could not be sent: a header or the URL holds "
+                "characters HTTP does not allow",
+                reason="LocalProtocolError",
+            ) from None
         except httpx.TransportError as exc:
+            reason = redact(str(exc))
             raise FleetUnavailable(
-                f"{where}: {type(exc).__name__}: {exc}", reason=str(exc)
+                f"{where}: {type(exc).__name__}: {reason}", reason=reason
             ) from None
         if response.is_success:
             return response
         raise _error(where, response)
+
+
+def _check_token(token: str) -> None:
+    # httpx would raise on the first request with the header quoted in its message.
+    if not token.isascii() or not token.isprintable() or token != token.strip():
+        raise ValueError(
+            "token: must be printable ASCII without surrounding whitespace (the value is not shown)"
+        )
 
 
 def _key(idempotency_key: str) -> str:

@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from orchestrator.config import clean_secret
 from orchestrator.exceptions import ConfigError
-from orchestrator.logging import register_secret
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -49,17 +49,19 @@ def _secret(value: str | None, path: Path | None, setting: str) -> SecretStr | N
         raise ConfigError(setting, "give the value or a file, not both")
     if path is not None:
         try:
-            value = path.read_text(encoding="utf-8").strip()
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{setting}_FILE", f"{path}: {exc.strerror or exc}") from None
+        value = clean_secret(f"{setting}_FILE", text)
         if not value:
             raise ConfigError(f"{setting}_FILE", f"{path} is empty")
+    else:
+        value = clean_secret(setting, value)
     if not value:
         return None
     if len(value) < 16:
         # A short secret is guessable by anyone who can reach the port.
         raise ConfigError(setting, "must be at least 16 characters")
-    register_secret(value)
     return SecretStr(value)
 
 

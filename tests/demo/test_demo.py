@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.demo.run import demo_lab_config
 from orchestrator.demo.scenarios import ScenarioSummary
-from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack, _group_alive
+from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.lab.config import LabConfig
+from orchestrator.processes import group_alive
 from tests.fixtures.ports import free_port
 
 
@@ -97,7 +98,7 @@ class TestShutdown:
             left = stack.stop()
         assert left == []
         assert [c.name for c in stack.children] == ["lab", "traffic"]
-        assert not any(_group_alive(c.process.pid) for c in stack.children)
+        assert not any(group_alive(c.process.pid) for c in stack.children)
 
     def test_dead_child_is_named(self, tmp_path: Path) -> None:
         stack = DemoStack(tmp_path, _ports())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 
@@ -214,6 +216,31 @@ class TestMapping:
         pool = fleet._client._transport._pool  # type: ignore[attr-defined]
         await fleet.aclose()
         assert pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
+
+
+class TestSecretsStayOutOfErrors:
+    """A token HTTP cannot carry is refused without showing it, and a header the HTTP
+    library rejects is reported without quoting the header (its value may be a secret)."""
+
+    @pytest.mark.parametrize("token", ["tok-3f9a\n", "tok\x013f9a", "tok-\u00e93f9a"])
+    def test_unsendable_token_is_refused_by_name(self, token: str) -> None:
+        with pytest.raises(ValueError, match="^token: ") as caught:
+            HttpFleet("http://127.0.0.1:1", token=token)
+        assert "3f9a" not in str(caught.value)
+
+    async def test_rejected_header_is_not_quoted(self) -> None:
+        secret = "hdr-secret-77e1"
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            fleet = HttpFleet(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=5.0)
+            with pytest.raises(FleetRejected) as caught:
+                await fleet.batch_job(
+                    BatchJobAction(job="j", action="stop"), idempotency_key=f"k\n{secret}"
+                )
+            await fleet.aclose()
+        assert "could not be sent" in str(caught.value)
+        assert secret not in str(caught.value) and secret not in caught.value.reason
 
 
 class TestReadRetries:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import httpx
 import pytest
@@ -11,6 +15,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from tests.fixtures.lab import LabFactory, RunningLab, launch_lab
 from tests.fixtures.ports import free_port
+from tests.fixtures.processes import kill_group, wait_for_child, wait_gone
 
 runner = CliRunner()
 
@@ -108,3 +113,52 @@ class TestTraffic:
             lab.stop()
         assert result.exit_code != 0
         assert "--pop-weights" in result.output and "Traceback" not in result.output
+
+
+class TestTrafficStopsWithItsParent:
+    """`orchestrator lab traffic` stopped by SIGTERM or SIGINT stops its Locust first:
+    Locust kept sending traffic after its parent was gone (seen twice)."""
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+    def test_no_locust_left(self, how: signal.Signals) -> None:
+        lab = launch_lab(mode="live", faults=True)
+        try:
+            cli = subprocess.Popen(
+                [
+                    *(sys.executable, "-c", "from orchestrator.cli import app; app()"),
+                    *("lab", "traffic", "--rps", "20", "--duration", "300", "--lab", lab.url),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            locust = wait_for_child(cli)
+            try:
+                _wait_for_requests(lab.url)
+                cli.send_signal(how)
+                cli.wait(timeout=60)
+                assert wait_gone(locust), "Locust outlived `lab traffic`"
+                before = _served(lab.url)
+                time.sleep(1.0)
+                assert _served(lab.url) == before  # nothing is sending any more
+            finally:
+                kill_group(locust)
+                if cli.poll() is None:
+                    cli.kill()
+        finally:
+            lab.stop()
+        assert cli.returncode == 130
+        assert "Traceback" not in (cli.stderr.read() if cli.stderr else "")
+
+
+def _served(url: str) -> int:
+    edge = httpx.get(f"{url}/lab/truth").json()["edge_requests"]
+    return sum(sum(by_region.values()) for by_region in edge.values())
+
+
+def _wait_for_requests(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _served(url) == 0:
+        assert time.monotonic() < deadline, "Locust sent nothing"
+        time.sleep(0.2)

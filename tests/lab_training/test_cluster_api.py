@@ -120,3 +120,42 @@ class TestLiveHang:
         assert after.step == before.step and after.last_heartbeat == before.last_heartbeat
         await fleet.stop_training_job(JOB, idempotency_key="stop")
         assert (await job_view(fleet)).state is JobState.STOPPED
+
+
+class TestDiskFullFault:
+    """The lab's disk-full fault: the job's next checkpoint write fails with ENOSPC, the
+    fleet reports the crash with a non-retryable ``disk_full`` failure, and a restart on the
+    same storage fails the same way."""
+
+    async def test_reported_as_not_retryable(self, start_lab: LabFactory) -> None:
+        lab = await start_lab(training_config(), faults=True)
+        fleet = lab.fleet()
+        hosts = ["use-a-h00", "use-a-h01"]
+        await fleet.start_training_job(StartJobRequest(job=JOB, hosts=hosts), idempotency_key="s")
+        await wait_job(fleet, lambda j: (j.checkpoint_step or 0) >= 20, timeout_s=30)
+        await inject(lab, "disk-full", job=JOB)
+        job = await wait_job(fleet, lambda j: j.state is JobState.CRASHED, timeout_s=30)
+        assert job.failure is not None
+        assert job.failure.reason == "disk_full" and not job.failure.retryable
+        assert job.failure.exit_code == 5
+        assert "No space left on device" in job.failure.detail
+
+        await fleet.start_training_job(
+            StartJobRequest(job=JOB, hosts=hosts, checkpoint_step=job.checkpoint_step),
+            idempotency_key="s2",
+        )
+        again = await wait_job(
+            fleet, lambda j: j.runs == 2 and j.state is JobState.CRASHED, timeout_s=30
+        )
+        assert again.failure is not None and again.failure.reason == "disk_full"
+
+    async def test_a_plain_crash_carries_no_failure(self, start_lab: LabFactory) -> None:
+        lab = await start_lab(training_config(), faults=True)
+        fleet = lab.fleet()
+        await fleet.start_training_job(
+            StartJobRequest(job=JOB, hosts=["use-a-h00", "use-a-h01"]), idempotency_key="s"
+        )
+        await wait_job(fleet, lambda j: j.step > 0, timeout_s=30)
+        await inject(lab, "gpu-error", host="use-a-h00")
+        job = await wait_job(fleet, lambda j: j.state is JobState.CRASHED, timeout_s=30)
+        assert job.failure is None

@@ -138,3 +138,47 @@ class TestOrchestratorSettings:
         settings = load_settings(env(ORCHESTRATOR_FLEET_TOKEN_FILE=str(tmp_path / "missing")))
         with pytest.raises(ConfigError, match="ORCHESTRATOR_FLEET_TOKEN_FILE"):
             settings.fleet_token_value()
+
+
+class TestSecretsWhateverTheirShape:
+    """A token loses surrounding whitespace at load; a control character inside is refused
+    with one line naming the setting, never showing the value."""
+
+    def test_trailing_newline_in_the_environment_is_stripped(self) -> None:
+        settings = load_settings(env(ORCHESTRATOR_FLEET_TOKEN="tok-from-env\n"))
+        assert settings.fleet_token_value() == "tok-from-env"
+
+    def test_whitespace_around_a_token_file_is_stripped(self, tmp_path: Path) -> None:
+        token = tmp_path / "token"
+        token.write_text("  tok-from-file \r\n")
+        settings = load_settings(env(ORCHESTRATOR_FLEET_TOKEN_FILE=str(token)))
+        assert settings.fleet_token_value() == "tok-from-file"
+
+    def test_temporal_api_key_is_stripped(self) -> None:
+        settings = load_settings(env(TEMPORAL_API_KEY="api-key-value\n"))
+        assert settings.temporal.connect_kwargs()["api_key"] == "api-key-value"
+
+    @pytest.mark.parametrize("inner", ["\n", "\r", "\x00", "\x1b", "\x7f"])
+    def test_inner_control_character_is_refused_by_name(self, inner: str) -> None:
+        with pytest.raises(ConfigError) as caught:
+            load_settings(env(ORCHESTRATOR_FLEET_TOKEN=f"abc{inner}defgh"))
+        assert caught.value.setting == "ORCHESTRATOR_FLEET_TOKEN"
+        assert "control character" in str(caught.value)
+        assert "defgh" not in str(caught.value) and "\n" not in str(caught.value)
+
+    def test_token_file_with_two_lines_is_refused_by_name(self, tmp_path: Path) -> None:
+        token = tmp_path / "token"
+        token.write_text("first-line\nsecond-line\n")
+        settings = load_settings(env(ORCHESTRATOR_FLEET_TOKEN_FILE=str(token)))
+        with pytest.raises(ConfigError) as caught:
+            settings.fleet_token_value()
+        assert caught.value.setting == "ORCHESTRATOR_FLEET_TOKEN_FILE"
+        assert "second-line" not in str(caught.value)
+
+    def test_token_in_the_file_names_its_key(self, tmp_path: Path) -> None:
+        config = tmp_path / "orchestrator.toml"
+        config.write_text('[orchestrator]\nfleet_token = "abc\\u0007defgh"\n')
+        with pytest.raises(ConfigError) as caught:
+            load_settings(env(ORCHESTRATOR_CONFIG=str(config)))
+        assert caught.value.setting == "fleet_token"
+        assert "defgh" not in str(caught.value)

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -62,6 +65,56 @@ class TestSecretsNeverLogged:
         out = json_logs.readouterr().err
         assert "value-from-config-xyz" not in out
         assert out.count(REDACTED) == 2
+
+
+class TestEveryRecordIsScrubbed:
+    """A registered secret is scrubbed from stdlib records (the SDK's, uvicorn's), from
+    formatted tracebacks and from uncaught-exception output, not only from structlog."""
+
+    SECRET = "stdlib-secret-4b1d"
+
+    def test_stdlib_message_and_traceback(
+        self, json_logs: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        register_secret(self.SECRET)
+        caplog.set_level(logging.DEBUG)
+        try:
+            raise ValueError(f"Illegal header value b'Bearer {self.SECRET}\\n'")
+        except ValueError:
+            logging.getLogger("temporalio.activity").warning(
+                "Completing activity as failed (%s)", self.SECRET, exc_info=True
+            )
+        logging.getLogger("uvicorn.error").error("client sent %r", f"Bearer {self.SECRET}")
+        out = json_logs.readouterr().err + caplog.text
+        assert "Completing activity as failed" in out and "ValueError" in out
+        assert self.SECRET not in out
+        assert REDACTED in out
+
+    def test_console_traceback(self, capsys: pytest.CaptureFixture[str]) -> None:
+        register_secret(self.SECRET)
+        configure_logging("INFO", json=False)
+        try:
+            try:
+                raise RuntimeError(f"token {self.SECRET} refused")
+            except RuntimeError:
+                get_logger().exception("call failed")
+        finally:
+            structlog.reset_defaults()
+        err = capsys.readouterr().err
+        assert "RuntimeError" in err and self.SECRET not in err
+
+    def test_uncaught_exception(self) -> None:
+        code = (
+            "from orchestrator.logging import register_secret\n"
+            f"register_secret({self.SECRET!r})\n"
+            f"raise RuntimeError('boom ' + {self.SECRET!r})\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1
+        assert "RuntimeError: boom [redacted]" in done.stderr
+        assert self.SECRET not in done.stderr
 
 
 class TestActivityContext:

@@ -16,7 +16,11 @@ from orchestrator import registry
 from orchestrator.commands.training_control import start_supervisor, wait_for_supervisor
 from orchestrator.config import Settings
 from orchestrator.contracts.training import JobState
-from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorState
+from orchestrator.contracts.training_supervisor import (
+    FailureKind,
+    SupervisorInput,
+    SupervisorState,
+)
 from orchestrator.fleet.http import HttpFleet
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
@@ -61,6 +65,39 @@ class TestCrashLoopGuard:
         assert len(final.failures) <= 1 + OPTIONS.crash_loop_limit + 1
         job = await job_view(fleet)
         assert job.state is JobState.CRASHED and job.runs == len(starts)
+
+
+class TestDiskFullHalts:
+    """A job whose disk is full is not restarted: the supervisor halts at the first such
+    failure, recorded as ``fatal`` with "disk full" and alerted, instead of restarting it
+    into the same full disk until the crash-loop guard gives up."""
+
+    async def test_disk_full_halts_without_a_restart(
+        self, dev_env: WorkflowEnvironment, start_lab: LabFactory, make_worker: WorkerFactory
+    ) -> None:
+        lab = await start_lab(training_config(), faults=True)
+        fleet = lab.fleet(timeout=10.0)
+        ctx = registry.ActivityContext(
+            settings=Settings(fleet_url=lab.url), fleet=fleet, client=dev_env.client
+        )
+        async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
+            handle = await start_supervisor(
+                dev_env.client, JOB, task_queue=worker.task_queue, options=OPTIONS
+            )
+            await wait_job(fleet, lambda j: (j.checkpoint_step or 0) >= 40)
+            await inject(lab, "disk-full", job=JOB)
+            final = await handle.result()
+
+        assert final.state is SupervisorState.HALTED
+        assert final.alert is not None and "disk full" in final.alert
+        assert [f.kind for f in final.failures] == [FailureKind.FATAL]
+        assert "No space left on device" in final.failures[0].detail
+        starts = [e for e in await fleet.audit() if e.kind == "training-start"]
+        assert len(starts) == 1  # the launch; no restart into the full disk
+        job = await job_view(fleet)
+        assert job.state is JobState.CRASHED and job.failure is not None
+        assert job.failure.reason == "disk_full"
 
 
 def _spawn_worker(

@@ -42,8 +42,15 @@ def write_tmp(path: Path, data: bytes, *, durable: bool = True) -> Path:
             view = view[written:]
         if durable:
             os.fsync(fd)
-    finally:
+    except BaseException as exc:
+        # A failed write (a full disk) gives back the space it took.
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            # os.write names no file; the caller's message should.
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    os.close(fd)
     return tmp
 
 

@@ -81,6 +81,8 @@ class _Job:
     model_corrupt: set[int] = field(default_factory=set)
     #: the "poison" fault: every run dies writing its first checkpoint (a crash loop)
     poisoned: bool = False
+    #: the "disk full" fault: the job's storage takes no more checkpoints, for every run
+    disk_full: bool = False
 
     @property
     def spec(self) -> JobSpec:
@@ -166,6 +168,7 @@ class LabTrainingCluster:
             started_at=_dt(run.started_at),
             step_ms_avg=run.step_ms_avg(),
             params_digest=digest,
+            failure=run.failure() if state is JobState.CRASHED else None,
             **common,
         )
 
@@ -269,7 +272,7 @@ class LabTrainingCluster:
                 if j.poisoned
                 else None,
             )
-            j.run = LiveRun(args, resumed)
+            j.run = LiveRun(args, resumed, disk_full=j.disk_full)
         else:
             j.run = ModelRun(
                 clock=self.clock,
@@ -454,6 +457,19 @@ class LabTrainingCluster:
             j.run.kill()
             hit.append(job)
         return self._record("poison", job, hit, at)
+
+    def disk_full(self, job: str) -> FaultRecord:
+        """Fill the job's checkpoint storage: its next checkpoint write, and every later
+        run's, fails with ENOSPC, and the trainer exits 5 ("disk full")."""
+        if self.mode != "live":
+            raise invalid("kind", "disk-full needs live mode (real trainers write the files)")
+        j = self.job(job)
+        j.disk_full = True
+        hit = []
+        if j.run is not None and not j.run.exited():
+            j.run.fill_disk()
+            hit.append(job)
+        return self._record("disk-full", job, hit, self.clock())
 
     def close(self) -> None:
         for j in self.jobs.values():

@@ -31,11 +31,13 @@ from orchestrator.lab.training.status import (
     Control,
     Heartbeat,
     Progress,
+    read_control,
     read_heartbeat,
     read_progress,
     write_control,
 )
 from orchestrator.lab.training.trainer import BLAS_THREAD_VARS, TrainerArgs
+from orchestrator.processes import spawn
 
 __all__ = ["LOG_FILE", "TRAINER_MODULE", "TrainerProcess", "trainer_env"]
 
@@ -67,24 +69,26 @@ class TrainerProcess:
         *,
         python: str = sys.executable,
         env: Mapping[str, str] | None = None,
+        control: Control | None = None,
     ) -> TrainerProcess:
         """Launch ``python -m orchestrator.lab.training.trainer`` with ``args``.
 
-        A control file left by an earlier run is removed first, so a straggler
-        fault does not follow the job to its new hosts.
+        A control file left by an earlier run is replaced by ``control`` (or removed), so
+        a straggler fault does not follow the job to its new hosts; a full disk, which
+        belongs to the storage and not to the hosts, is passed on by the caller.
         """
         args.workdir.mkdir(parents=True, exist_ok=True)
         (args.workdir / CONTROL_FILE).unlink(missing_ok=True)
+        if control is not None:
+            write_control(args.workdir, control)
         with (args.workdir / LOG_FILE).open("ab") as log:
-            popen = subprocess.Popen(
+            # Its own session: a Ctrl-C aimed at the lab does not hit every trainer, and
+            # the lab decides how each one stops; a lab killed outright takes them along.
+            popen = spawn(
                 [python, "-m", TRAINER_MODULE, *args.argv()],
-                stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=trainer_env(env),
-                # Its own session: a Ctrl-C aimed at the lab does not hit every
-                # trainer, and the lab decides how each one stops.
-                start_new_session=True,
             )
         return cls(args, popen)
 
@@ -195,7 +199,13 @@ class TrainerProcess:
 
     def set_slow_factor(self, factor: float) -> None:
         """Make the running trainer a straggler (takes effect at its next heartbeat)."""
-        write_control(self.workdir, Control(slow_factor=factor))
+        control = read_control(self.workdir) or Control()
+        write_control(self.workdir, control.model_copy(update={"slow_factor": factor}))
+
+    def fill_disk(self) -> None:
+        """The "disk full" fault: the trainer's next checkpoint write fails with ENOSPC."""
+        control = read_control(self.workdir) or Control()
+        write_control(self.workdir, control.model_copy(update={"disk_full": True}))
 
     def __enter__(self) -> TrainerProcess:
         return self

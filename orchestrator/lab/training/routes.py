@@ -152,6 +152,7 @@ def mount_training(
             "power-restore": lambda: cluster.power_restore(_need(req.building, "building")),
             "hang": lambda: cluster.hang(_need(req.job, "job")),
             "poison": lambda: cluster.poison(_need(req.job, "job")),
+            "disk-full": lambda: cluster.disk_full(_need(req.job, "job")),
             "straggler": lambda: cluster.straggler(_need(req.job, "job"), req.factor),
             "corrupt-checkpoint": lambda: cluster.corrupt_checkpoint(
                 _need(req.job, "job"), req.crash

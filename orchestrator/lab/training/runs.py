@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.contracts.training import JobState
+from orchestrator.contracts.training import JobFailure, JobState
 from orchestrator.lab.training.process import TrainerProcess
-from orchestrator.lab.training.trainer import TrainerArgs
+from orchestrator.lab.training.status import Control, TrainerState
+from orchestrator.lab.training.trainer import EXIT_DISK_FULL, EXIT_MANIFESTS_LOST, TrainerArgs
 
 __all__ = ["LiveRun", "ModelRun", "Run", "model_digest"]
 
@@ -55,6 +56,13 @@ class Run:
     def step_ms_avg(self) -> float | None:
         return None
 
+    def failure(self) -> JobFailure | None:
+        """The run's own reason for ending, when it exited with one."""
+        return None
+
+    def fill_disk(self) -> None:
+        raise NotImplementedError
+
     def stop(self) -> None:
         raise NotImplementedError
 
@@ -78,9 +86,14 @@ class Run:
         return JobState.STOPPED if self.stopped_by_api else JobState.CRASHED
 
 
+#: trainer exit codes a restart cannot cure, and the reason the fleet reports for them
+_FATAL_EXITS = {EXIT_DISK_FULL: "disk_full", EXIT_MANIFESTS_LOST: "checkpoints_lost"}
+
+
 class LiveRun(Run):
-    def __init__(self, args: TrainerArgs, resumed_from: int) -> None:
-        self.proc = TrainerProcess.start(args)
+    def __init__(self, args: TrainerArgs, resumed_from: int, *, disk_full: bool = False) -> None:
+        control = Control(disk_full=True) if disk_full else None
+        self.proc = TrainerProcess.start(args, control=control)
         self.resumed_from = resumed_from
         self.started_at = time.time()
 
@@ -112,6 +125,24 @@ class LiveRun(Run):
     def step_ms_avg(self) -> float | None:
         beat = self.proc.heartbeat()
         return None if beat is None else beat.step_ms_avg
+
+    def failure(self) -> JobFailure | None:
+        code = self.proc.returncode
+        if code not in _FATAL_EXITS:
+            return None
+        # The trainer's failed heartbeat says why, unless the disk refused that too.
+        beat = self.proc.heartbeat()
+        said = beat.error if beat and beat.state is TrainerState.FAILED else None
+        reason = _FATAL_EXITS[code]
+        return JobFailure(
+            reason=reason,
+            detail=said or reason.replace("_", " "),
+            retryable=False,
+            exit_code=code,
+        )
+
+    def fill_disk(self) -> None:
+        self.proc.fill_disk()
 
     def stop(self) -> None:
         self.stopped_by_api = True

@@ -5,7 +5,7 @@
   the process stays alive; that is what hang detection watches.
 - ``progress.json``: written once when the run finishes, with the final digest.
 - ``control.json``: written by the supervisor, read by the trainer at each
-  heartbeat: lets the lab turn a running trainer into a straggler.
+  heartbeat: lets the lab turn a running trainer into a straggler, or fill its disk.
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ class Progress(StrictModel):
 
 class Control(StrictModel):
     slow_factor: float = Field(default=1.0, gt=0)
+    #: the lab's "disk full" fault: from now on every checkpoint write fails with ENOSPC
+    disk_full: bool = False
 
 
 def write_status(directory: Path, status: Heartbeat | Progress) -> None:

@@ -7,8 +7,13 @@ x ``--slow-factor`` per step in place of GPU compute, heartbeats into
 
 Exit codes: 0 finished; 2 bad arguments; 3 the requested checkpoint cannot be used
 (nothing is trained, the heartbeat says ``failed`` and why); 4 another live trainer
-holds the workdir; 128+signal after SIGTERM/SIGINT (143 for SIGTERM), once the
-current step (and its checkpoint, if due) is complete: never a half checkpoint.
+holds the workdir; 5 the disk is full (ENOSPC/EDQUOT): a restart cannot succeed until
+someone frees space, so it is a failure of its own, not a crash to retry; 6 checkpoint
+data survives whose manifests were lost (see :mod:`.resume`): refused rather than
+silently restarted from step 0; 128+signal after SIGTERM/SIGINT (143 for SIGTERM), once
+the current step (and its checkpoint, if due) is complete: never a half checkpoint.
+Every refusal and failure is one line on stderr and the reason in a ``failed``
+heartbeat (when the disk still takes one).
 
 The workdir is locked (``flock``) for the life of the process, so a supervisor that
 restarts a job before the old trainer is really dead gets exit 4 instead of two
@@ -19,6 +24,8 @@ the process dies, even by SIGKILL.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -32,12 +39,11 @@ from typing import IO
 
 from orchestrator.lab.training.atomic import TMP_SUFFIX
 from orchestrator.lab.training.checkpoints import (
-    CheckpointError,
-    load_checkpoint,
+    checkpoint_id,
     prune_checkpoints,
-    scan_checkpoints,
     write_checkpoint,
 )
+from orchestrator.lab.training.resume import ManifestsLost, ResumeRefused, resolve_resume
 from orchestrator.lab.training.sgd import (
     TrainState,
     init_state,
@@ -60,9 +66,12 @@ __all__ = [
     "CRASH_PHASES",
     "EXIT_BAD_ARGS",
     "EXIT_BAD_CHECKPOINT",
+    "EXIT_DISK_FULL",
     "EXIT_LOCKED",
+    "EXIT_MANIFESTS_LOST",
     "EXIT_OK",
     "LOCK_FILE",
+    "ManifestsLost",
     "ResumeRefused",
     "TrainerArgs",
     "main",
@@ -72,6 +81,9 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_BAD_ARGS, EXIT_BAD_CHECKPOINT, EXIT_LOCKED = 0, 2, 3, 4
+EXIT_DISK_FULL, EXIT_MANIFESTS_LOST = 5, 6
+#: the errors that mean "no space": nothing but freeing some will help
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 LOCK_FILE = "trainer.lock"
 #: every thread-pool knob numpy's BLAS may read; pinned to 1 so results never depend on
 #: how a reduction was split across threads
@@ -197,53 +209,6 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainerArgs:
     )
 
 
-class ResumeRefused(Exception):
-    """The requested checkpoint cannot be used; the trainer exits 3."""
-
-
-def _load_state(args: TrainerArgs, step: int) -> TrainState:
-    try:
-        loaded = load_checkpoint(args.workdir, step)
-        state = TrainState.from_arrays(step, loaded.arrays)
-    except (CheckpointError, ValueError) as exc:
-        raise ResumeRefused(str(exc)) from None
-    if state.seed != args.seed:
-        raise ResumeRefused(
-            f"checkpoint step {step} was trained with seed {state.seed}, not {args.seed}"
-        )
-    if step > args.total_steps:
-        raise ResumeRefused(f"checkpoint step {step} is beyond --total-steps {args.total_steps}")
-    return state
-
-
-def resolve_resume(args: TrainerArgs) -> tuple[TrainState, list[str]]:
-    """The state to start from, and why any newer checkpoint was passed over.
-
-    ``latest`` takes the newest checkpoint that verifies and loads, falling back to
-    older ones. With committed checkpoints present but none usable it refuses
-    rather than silently restarting from step 0 (the policy's default too); with
-    only partial ones (nothing was ever committed) it starts from scratch.
-    """
-    if args.resume == "none":
-        return init_state(args.seed), []
-    if isinstance(args.resume, int):
-        return _load_state(args, args.resume), []
-    skipped: list[str] = []
-    committed = False
-    for record in reversed(scan_checkpoints(args.workdir)):
-        committed = committed or record.manifest is not None
-        if not record.verified:
-            skipped.append(f"step {record.step}: {record.status.value} ({record.detail})")
-            continue
-        try:
-            return _load_state(args, record.step), skipped
-        except ResumeRefused as exc:
-            skipped.append(f"step {record.step}: {exc}")
-    if committed:
-        raise ResumeRefused("no checkpoint verifies: " + "; ".join(skipped))
-    return init_state(args.seed), skipped
-
-
 class Trainer:
     def __init__(self, args: TrainerArgs, state: TrainState) -> None:
         self.args = args
@@ -252,6 +217,8 @@ class Trainer:
         self.checkpoint_step: int | None = state.step if state.step > 0 else None
         self.checkpoint_digest = params_digest(state.flat_params()) if state.step else None
         self.slow_factor = args.slow_factor
+        #: the lab's "disk full" fault: every checkpoint write fails with ENOSPC
+        self.disk_full = False
         self.stop_signal: int | None = None
         self._beat_steps = 0
         self._beat_started = time.monotonic()
@@ -270,6 +237,7 @@ class Trainer:
         control = read_control(self.args.workdir)
         if control is not None:
             self.slow_factor = control.slow_factor
+            self.disk_full = control.disk_full
         write_status(
             self.args.workdir,
             Heartbeat(
@@ -295,6 +263,9 @@ class Trainer:
     def checkpoint(self) -> None:
         step = self.state.step
         digest = params_digest(self.state.flat_params())
+        if self.disk_full:
+            path = self.args.workdir / f"{checkpoint_id(step)}.npz"
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         write_checkpoint(
             self.args.workdir,
             step,
@@ -404,9 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             state, skipped = resolve_resume(args)
         except ResumeRefused as exc:
-            Trainer(args, init_state(args.seed)).beat(TrainerState.FAILED, error=str(exc))
-            print(f"trainer: cannot resume {args.job} ({args.resume}): {exc}", file=sys.stderr)
-            return EXIT_BAD_CHECKPOINT
+            code = EXIT_MANIFESTS_LOST if isinstance(exc, ManifestsLost) else EXIT_BAD_CHECKPOINT
+            return _refuse(args, f"cannot resume {args.job} ({args.resume}): {exc}", code)
         trainer = Trainer(args, state)
         if pending:
             trainer.stop_signal = pending[0]
@@ -419,8 +389,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             hosts=list(args.hosts),
         )
         return trainer.run()
+    except OSError as exc:
+        if exc.errno not in _DISK_FULL_ERRNOS:
+            raise
+        # Restarting would fail the same way at the same write: a crash loop, each round
+        # with a traceback. Say it once, with its own exit code the supervisor acts on.
+        where = f" writing {Path(exc.filename).name}" if exc.filename else ""
+        return _refuse(args, f"disk full{where}: {exc.strerror}", EXIT_DISK_FULL, trainer)
     finally:
         lock.close()
+
+
+def _refuse(args: TrainerArgs, message: str, code: int, trainer: Trainer | None = None) -> int:
+    """One line on stderr and a ``failed`` heartbeat saying why; ``code`` to exit with."""
+    print(f"trainer: {message}", file=sys.stderr)
+    # A full disk may not take the heartbeat either; the exit code still tells.
+    with contextlib.suppress(OSError):
+        (trainer or Trainer(args, init_state(args.seed))).beat(TrainerState.FAILED, error=message)
+    return code
 
 
 def _pin_blas_threads() -> None:
