@@ -43,6 +43,13 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
+def _run_depth() -> int:
+    """The nesting depth of the run this executor serves, from the run's input
+    (``RunbookRunInput.depth``), for a workflow that does not pass it."""
+    inp = getattr(workflow.instance(), "inp", None)
+    return int(getattr(inp, "depth", 0))
+
+
 class TemplateExecutor(StateTemplates, ChildTemplates):
     """Applies one step of a task's template and records its undo."""
 
@@ -54,12 +61,14 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
         mode: RunMode = "real",
         requested_by: str = "runbook",
         nested: dict[str, Runbook] | None = None,
+        depth: int | None = None,
     ) -> None:
         self.key_prefix = key_prefix
         self.approved = approvals
         self.mode = mode
         self.requested_by = requested_by
         self.nested = nested or {}
+        self.depth = _run_depth() if depth is None else depth
         self.records = {}
         self.read_first = True
 
