@@ -175,6 +175,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             mode=self.mode,
             requested_by=inp.requested_by,
             nested=inp.nested,
+            depth=inp.depth,
         )
         self.executor.read_first = workflow.patched(RECORDS_PATCH)
         if rb.kind == RunbookKind.RESTORE and region is not None and self.executor.read_first:

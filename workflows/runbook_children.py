@@ -4,6 +4,11 @@ RunbookWorkflow) and ``load_test`` (a LiveLoadTestWorkflow). A mixin of
 
 A child's id is ``<parent id>/<task id>``, stable across worker restarts, so a
 replayed parent finds the child it started instead of starting a second one.
+
+A nested run carries its depth; one that would run deeper than
+``MAX_NESTING_DEPTH`` fails its task instead of starting, so runbooks that run
+each other (which lint refuses, but a parameter can name any runbook) end
+instead of starting child runs until Temporal refuses the workflow id.
 """
 
 from __future__ import annotations
@@ -25,12 +30,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.exceptions import OrchestratorError
     from orchestrator.runbook.params import bind
-    from orchestrator.runbook.spec import Runbook, RunMode, Task
+    from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook, RunMode, Task
     from workflows.runbook_steps import TaskFailed
 
-__all__ = ["ChildTemplates"]
+__all__ = ["NESTING_DEPTH_PATCH", "ChildTemplates"]
 
 LOAD_TEST_WORKFLOW = "LiveLoadTestWorkflow"
+#: runs from before this started nested runs at any depth; only a run about to go past
+#: the limit asks, so histories within it replay unchanged
+NESTING_DEPTH_PATCH = "nested-runbook-depth-limit"
 
 
 class ChildTemplates:
@@ -38,6 +46,7 @@ class ChildTemplates:
     mode: RunMode
     requested_by: str
     nested: dict[str, Runbook]
+    depth: int
 
     def _bound(self, ref: str, parameters: dict[str, Any]) -> Runbook:
         found = self.nested.get(ref)
@@ -52,6 +61,12 @@ class ChildTemplates:
     async def _child_runbook(
         self, rb: Runbook, mode: RunMode, child_id: str, restore_of: str | None = None
     ) -> RunbookReport:
+        depth = self.depth + 1
+        if depth > MAX_NESTING_DEPTH and workflow.patched(NESTING_DEPTH_PATCH):
+            raise TaskFailed(
+                f"nested runbook {rb.name} would run {depth} levels deep, more than the "
+                f"limit of {MAX_NESTING_DEPTH} (do nested runbooks run each other?)"
+            )
         try:
             report: RunbookReport = await workflow.execute_child_workflow(
                 RUNBOOK_WORKFLOW,
@@ -61,6 +76,7 @@ class ChildTemplates:
                     requested_by=self.requested_by,
                     nested=self.nested,
                     restore_of=restore_of,
+                    depth=depth,
                 ),
                 id=child_id,
                 result_type=RunbookReport,

@@ -54,12 +54,15 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
         mode: RunMode = "real",
         requested_by: str = "runbook",
         nested: dict[str, Runbook] | None = None,
+        depth: int = 0,
     ) -> None:
         self.key_prefix = key_prefix
         self.approved = approvals
         self.mode = mode
         self.requested_by = requested_by
         self.nested = nested or {}
+        #: how deep this run is nested (0: started by a person, a trigger or a schedule)
+        self.depth = depth
         self.records = {}
         self.read_first = True
 

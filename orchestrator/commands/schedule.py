@@ -50,7 +50,9 @@ app = typer.Typer(
 create = typer.Typer(help="Create a schedule.", no_args_is_help=True, add_completion=False)
 app.add_typer(create, name="create")
 
-EVERY_OPTION = typer.Option(None, "--every", help="Interval, e.g. 2d, 12h, 30s.")
+#: A schedule's interval may be longer than a runbook's durations (a quarterly drill).
+MAX_EVERY_S = 366 * 86400.0
+EVERY_OPTION = typer.Option(None, "--every", help="Interval, e.g. 2d, 12h, 30s (at most 366d).")
 CRON_OPTION = typer.Option([], "--cron", help="A cron expression (UTC); repeat for more.")
 PAUSED_OPTION = typer.Option(False, "--paused", help="Create it paused.")
 
@@ -61,7 +63,7 @@ def _spec(every: str | None, cron: list[str], default_every: str) -> ScheduleSpe
     intervals = []
     if every is not None:
         try:
-            seconds = parse_duration(every)
+            seconds = parse_duration(every, maximum=MAX_EVERY_S)
         except ValueError as exc:
             fail(f"--every: {exc}")
         if seconds < 1:

@@ -73,6 +73,9 @@ class RunbookRunInput(BaseModel):
     nested: dict[str, Runbook] = Field(default_factory=dict)
     #: refuse to start a drain after which other regions run above this utilization
     target_utilization: float = Field(default=0.75, gt=0, le=1)
+    #: how many nested runs deep this run is: 0 for a run a person, an alert or a schedule
+    #: started; a nested run deeper than ``MAX_NESTING_DEPTH`` is refused by its parent
+    depth: int = Field(default=0, ge=0)
     #: a restore: the workflow id of the drain run whose recorded values it puts back;
     #: None: the newest finished drain of the region not restored since (visibility)
     restore_of: str | None = None

@@ -1,12 +1,14 @@
 """Runbook lint: every reason a runbook must not start, each with file, line and task.
 
-Checks (Maelstrom's continuous lint, §4.4, plus what this format adds): YAML
-syntax and duplicate keys, schema and type errors, duplicate task ids,
-dependencies on unknown tasks or on themselves, cycles, unknown templates, bad
-template arguments, references to undeclared parameters, required parameters a
-trigger or nested run would leave unset, steps on a template that is not
-stepped, a mutating drain task with no restore, and a restore that names a task
-the paired restore runbook does not have.
+Checks (Maelstrom's continuous lint, §4.4, plus what this format adds): a file
+over the size cap, YAML syntax and duplicate keys, schema and type errors
+(durations beyond their maximum among them), duplicate task ids, dependencies on
+unknown tasks or on themselves, cycles, unknown templates, bad template
+arguments, references to undeclared parameters, required parameters a trigger or
+nested run would leave unset, nested runbooks outside the runbooks directory or
+that cycle or nest too deep, steps on a template that is not stepped, a mutating
+drain task with no restore, and a restore that names a task the paired restore
+runbook does not have.
 
 :func:`load_runbook` is the only way the CLI and workflows obtain a runbook from
 a file: it lints first and raises :class:`RunbookInvalid` on any finding.
@@ -23,46 +25,23 @@ from pydantic import ValidationError
 from orchestrator.exceptions import RunbookError
 from orchestrator.runbook.findings import Finding, RunbookInvalid
 from orchestrator.runbook.loader import (
+    LineMap,
     Parsed,
+    RunbookTooLarge,
     parse_text,
     read_text,
     resolve_runbook_ref,
     validation_findings,
 )
+from orchestrator.runbook.nesting import find_cycle, nesting_findings, nesting_problem
 from orchestrator.runbook.params import bind, sample_value, substitute
 from orchestrator.runbook.spec import Parameter, Runbook, RunbookKind, Task
 from orchestrator.runbook.templates import REGISTRY, InlineRestore, TemplateRegistry
-from orchestrator.runbook.types import PARAM_REF_RE
+from orchestrator.runbook.types import PARAM_REF_RE, check_runbook_ref
 
 __all__ = ["find_cycle", "lint_file", "lint_files", "lint_text", "load_runbook"]
 
 _DRAIN_KINDS = (RunbookKind.DRAIN, RunbookKind.DRILL)
-
-
-def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
-    """One dependency cycle as ``[a, b, ..., a]``, or None; ``edges`` maps task -> deps."""
-    white, grey, black = 0, 1, 2
-    colour = dict.fromkeys(edges, white)
-    for root in sorted(edges):
-        if colour[root] != white:
-            continue
-        stack: list[tuple[str, Iterator[str]]] = [(root, iter(edges[root]))]
-        colour[root] = grey
-        while stack:
-            node, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                colour[node] = black
-                stack.pop()
-            elif child not in colour:
-                continue
-            elif colour[child] == grey:
-                path = [n for n, _ in stack]
-                return [*path[path.index(child) :], child]
-            elif colour[child] == white:
-                colour[child] = grey
-                stack.append((child, iter(edges[child])))
-    return None
 
 
 def _strings_with_paths(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[Any, str]]:
@@ -81,6 +60,18 @@ class _Samples(dict[str, Any]):
         return "sample"
 
 
+def _is_ref(ref: str) -> bool:
+    try:
+        check_runbook_ref(ref)
+    except ValueError:
+        return False
+    return True
+
+
+def _reason(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
 class _Linter:
     def __init__(self, parsed: Parsed, base_dir: Path | None, registry: TemplateRegistry) -> None:
         self.p = parsed
@@ -94,7 +85,8 @@ class _Linter:
         self.known_ids = {
             str(t["id"]) for t in parsed.raw_tasks if isinstance(t, dict) and "id" in t
         }
-        self._runbook_cache: dict[Path, Parsed | None] = {}
+        self._runbook_cache: dict[Path, Parsed] = {}
+        self._refs: dict[str, Parsed | RunbookError | None] = {}
 
     def run(self) -> None:
         self.check_ids()
@@ -105,6 +97,7 @@ class _Linter:
         self.check_restores()
         self.check_triggers()
         self.check_paired_restore_params()
+        self.check_nesting()
 
     # --- graph -------------------------------------------------------------
 
@@ -207,17 +200,32 @@ class _Linter:
             self.check_nested(index, task)
 
     def _load_other(self, ref: str) -> Parsed | None:
+        """The runbook file ``ref`` names, parsed (an unreadable one carries the reason as
+        its finding); None when there is no such file. Raises :class:`RunbookError` for a
+        reference that leads out of the runbooks directory."""
         if self.base_dir is None:
             return None
-        path = resolve_runbook_ref(ref, self.base_dir)
+        if ref not in self._refs:
+            try:
+                self._refs[ref] = self._read_other(ref, self.base_dir)
+            except RunbookError as exc:
+                self._refs[ref] = exc
+        found = self._refs[ref]
+        if isinstance(found, RunbookError):
+            raise found
+        return found
+
+    def _read_other(self, ref: str, base_dir: Path) -> Parsed | None:
+        path = resolve_runbook_ref(ref, base_dir)
         if path is None:
             return None
-        path = path.resolve()
         if path not in self._runbook_cache:
             try:
                 self._runbook_cache[path] = parse_text(read_text(path), str(path))
-            except (OSError, UnicodeDecodeError):
-                self._runbook_cache[path] = None
+            except (OSError, UnicodeDecodeError, RunbookTooLarge) as exc:
+                unread = Parsed(source=str(path), lines=LineMap())
+                unread.add((), "io", f"cannot read: {_reason(exc)}")
+                self._runbook_cache[path] = unread
         return self._runbook_cache[path]
 
     def check_nested(self, index: int, task: Task) -> None:
@@ -225,15 +233,19 @@ class _Linter:
         if not isinstance(ref, str) or PARAM_REF_RE.search(ref) or self.base_dir is None:
             return
         where = ("tasks", index, "args", "runbook")
-        if ref == self.data.get("name"):
-            self.p.add(where, "nested-runbook", f"runbook {ref!r} would run itself")
+        if ref == self.data.get("name") or not _is_ref(ref):
+            return  # check_nesting names the cycle; the args' check, the bad reference
+        try:
+            other = self._load_other(ref)
+        except RunbookError as exc:
+            self.p.add(where, "nested-runbook", str(exc))
             return
-        other = self._load_other(ref)
         if other is None:
             self.p.add(where, "nested-runbook", f"no runbook file for {ref!r} in {self.base_dir}")
             return
         if other.runbook is None:
-            self.p.add(where, "nested-runbook", f"nested runbook {ref!r} is itself invalid")
+            first = other.findings[0].format() if other.findings else "no runbook"
+            self.p.add(where, "nested-runbook", f"nested runbook {ref!r} is invalid: {first}")
             return
         given = task.args.get("parameters") or {}
         given = given if isinstance(given, dict) else {}
@@ -258,7 +270,13 @@ class _Linter:
         kind = self.data.get("kind")
         by_id = {task.id: task for _, task in self.p.tasks}
         paired_ref = self.data.get("restore_runbook")
-        paired = self._load_other(paired_ref) if isinstance(paired_ref, str) else None
+        if isinstance(paired_ref, str) and not _is_ref(paired_ref):
+            paired_ref = None  # the schema check names the bad reference
+        try:
+            paired = self._load_other(paired_ref) if isinstance(paired_ref, str) else None
+        except RunbookError as exc:
+            self.p.add(("restore_runbook",), "restore-missing", f"restore_runbook: {exc}")
+            paired_ref, paired = None, None
         if isinstance(paired_ref, str) and paired is None and self.base_dir is not None:
             self.p.add(
                 ("restore_runbook",),
@@ -328,7 +346,10 @@ class _Linter:
         paired_ref = self.data.get("restore_runbook")
         if not isinstance(paired_ref, str):
             return
-        paired = self._load_other(paired_ref)
+        try:
+            paired = self._load_other(paired_ref)
+        except RunbookError:
+            return  # check_restores reported it
         if paired is None or paired.runbook is None:
             return
         missing = [n for n in paired.runbook.required_parameters() if n not in self.param_names]
@@ -339,6 +360,23 @@ class _Linter:
                 f"restore runbook {paired_ref!r} requires parameter(s) {', '.join(missing)} "
                 "this runbook does not declare",
             )
+
+    # --- nesting -----------------------------------------------------------
+
+    def _child(self, ref: str) -> Parsed | None:
+        """A nested runbook for the graph; one that cannot be read is reported elsewhere."""
+        if ref == self.data.get("name"):
+            return self.p
+        try:
+            return self._load_other(ref)
+        except RunbookError:
+            return None
+
+    def check_nesting(self) -> None:
+        if self.base_dir is None:
+            return
+        for index, problem in nesting_findings(self.p, self._child):
+            self.p.add(("tasks", index, "args", "runbook"), "nested-runbook", problem)
 
     # --- triggers ----------------------------------------------------------
 
@@ -398,9 +436,11 @@ def lint_file(path: str | Path, *, registry: TemplateRegistry = REGISTRY) -> lis
 def _lint_path(path: Path, registry: TemplateRegistry) -> tuple[Parsed | None, list[Finding]]:
     try:
         text = read_text(path)
+    except RunbookTooLarge as exc:
+        return None, [Finding(file=str(path), line=1, code="size", message=str(exc))]
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return None, [Finding(file=str(path), line=1, code="io", message=f"cannot read: {reason}")]
+        message = f"cannot read: {_reason(exc)}"
+        return None, [Finding(file=str(path), line=1, code="io", message=message)]
     return _lint(text, str(path), path.parent, registry)
 
 
@@ -432,22 +472,37 @@ def nested_runbooks(
     transitively: by the reference the task gives, each linted and unbound.
 
     The starter of a run passes this as ``RunbookRunInput.nested`` so the workflow
-    reads no files; an invalid nested runbook is :class:`RunbookInvalid` here, so it
-    never starts either.
+    reads no files; an invalid nested runbook is :class:`RunbookInvalid` here, and
+    nesting that cycles or goes deeper than ``MAX_NESTING_DEPTH`` a
+    :class:`RunbookError`, so neither starts.
     """
     found: dict[str, Runbook] = {}
-    todo = [runbook]
-    while todo:
-        current = todo.pop()
-        refs = [str(t.args["runbook"]) for t in current.tasks if t.template == "runbook"]
-        if current is not runbook and current.restore_runbook:
-            refs.append(current.restore_runbook)
-        for ref in refs:
-            if ref in found or ref == runbook.name:
-                continue
+    edges: dict[str, list[str]] = {}
+
+    def load(ref: str) -> Runbook:
+        if ref == runbook.name:
+            return runbook
+        if ref not in found:
             path = resolve_runbook_ref(ref, base_dir)
             if path is None:
                 raise RunbookError(f"nested runbook {ref!r}: no such file in {base_dir}")
             found[ref] = load_runbook(path, registry=registry)
-            todo.append(found[ref])
+        return found[ref]
+
+    todo = [runbook]
+    while todo:
+        current = todo.pop()
+        if current.name in edges:
+            continue
+        kids = []
+        for task in current.tasks:
+            if task.template == "runbook":
+                kids.append(load(str(task.args["runbook"])))
+                if kids[-1].restore_runbook:
+                    kids.append(load(kids[-1].restore_runbook))
+        edges[current.name] = [k.name for k in kids]
+        todo.extend(kids)
+    problem = nesting_problem(runbook.name, edges)
+    if problem is not None:
+        raise RunbookError(f"runbook {runbook.name}: {problem}")
     return found

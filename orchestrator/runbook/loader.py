@@ -8,6 +8,7 @@ everything at once and a hostile file cannot crash the CLI.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +17,26 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.exceptions import RunbookError
 from orchestrator.runbook.findings import Finding
 from orchestrator.runbook.spec import Parameter, Runbook, Task
-from orchestrator.runbook.types import PARAM_REF_PATTERN
+from orchestrator.runbook.types import PARAM_REF_PATTERN, check_runbook_ref
 
-__all__ = ["LineMap", "Parsed", "parse_text", "read_text", "resolve_runbook_ref"]
+__all__ = [
+    "MAX_RUNBOOK_BYTES",
+    "LineMap",
+    "Parsed",
+    "RunbookTooLarge",
+    "parse_text",
+    "read_text",
+    "resolve_runbook_ref",
+]
 
 Path_ = tuple[str | int, ...]
+#: The largest runbook text read or parsed. Shipped runbooks are under 8 KiB, and parsing
+#: costs about a hundred times the text in time and memory (a 10 MiB file took 23 s and
+#: 723 MB to lint), so a runbook past this is refused before its YAML is read.
+MAX_RUNBOOK_BYTES = 256 * 1024
 #: Enough for any real runbook; bounds the walk over alias-heavy ("billion laughs") input.
 _MAX_NODES = 200_000
 _MAX_DEPTH = 200
@@ -188,9 +202,25 @@ def validation_findings(
         parsed.add(path, code, f"{where}: {shown}")
 
 
+class RunbookTooLarge(ValueError):
+    """A runbook text past :data:`MAX_RUNBOOK_BYTES`; the message gives its size."""
+
+    def __init__(self, size: int | None) -> None:
+        shown = f"{size / 1024:.0f} KiB" if size is not None else "larger than that"
+        super().__init__(
+            f"runbook is {shown}; a runbook may be at most {MAX_RUNBOOK_BYTES // 1024} KiB"
+        )
+
+
 def parse_text(text: str, source: str = "<string>") -> Parsed:
     """Parse ``text`` into a :class:`Parsed`; problems become findings, never exceptions."""
     parsed = Parsed(source=source, lines=LineMap())
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_RUNBOOK_BYTES:
+        parsed.findings.append(
+            Finding(file=source, line=1, code="size", message=str(RunbookTooLarge(size)))
+        )
+        return parsed
     try:
         loader = yaml.SafeLoader(text)
         try:
@@ -248,19 +278,40 @@ def parse_text(text: str, source: str = "<string>") -> Parsed:
 
 
 def read_text(path: Path) -> str:
-    """The file's text; raises ``OSError`` or ``UnicodeDecodeError`` for the caller to report."""
-    return path.read_text(encoding="utf-8")
+    """The file's text, read no further than :data:`MAX_RUNBOOK_BYTES` (and one byte).
+
+    Raises ``OSError``, ``UnicodeDecodeError`` or :class:`RunbookTooLarge` for the caller
+    to report.
+    """
+    with path.open("rb") as handle:
+        data = handle.read(MAX_RUNBOOK_BYTES + 1)
+        if len(data) > MAX_RUNBOOK_BYTES:
+            size = os.fstat(handle.fileno()).st_size
+            raise RunbookTooLarge(size if size > MAX_RUNBOOK_BYTES else None)
+    return data.decode("utf-8")
 
 
 def resolve_runbook_ref(ref: str, base_dir: Path) -> Path | None:
-    """The file a runbook reference names: a path relative to ``base_dir``, or a bare name
-    looked up as ``NAME.yaml``/``NAME.yml`` there. None when there is no such file."""
+    """The file a runbook reference names, inside ``base_dir``: a path relative to it, or a
+    bare name looked up as ``NAME.yaml``/``NAME.yml`` there. None when there is no such file.
+
+    Raises :class:`RunbookError` for a reference that would read a file outside
+    ``base_dir``: an absolute path, a ``..``, or a symlink that leads out.
+    """
+    try:
+        check_runbook_ref(ref)
+    except ValueError as exc:
+        raise RunbookError(f"runbook {exc}") from None
     candidates = (
         [base_dir / ref]
         if ref.endswith((".yaml", ".yml"))
         else [base_dir / f"{ref}.yaml", base_dir / f"{ref}.yml"]
     )
+    root = base_dir.resolve()
     for candidate in candidates:
         if candidate.is_file():
-            return candidate
+            real = candidate.resolve()
+            if not real.is_relative_to(root):
+                raise RunbookError(f"runbook {ref!r} leads out of {root} (a symlink?)")
+            return real
     return None

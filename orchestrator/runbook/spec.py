@@ -20,10 +20,11 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from orchestrator.models import StrictModel
 from orchestrator.runbook.predicates import Predicate
 from orchestrator.runbook.templates import InlineRestore
-from orchestrator.runbook.types import DurationOrRef, parse_duration
+from orchestrator.runbook.types import DurationOrRef, RunbookRef, parse_duration
 
 __all__ = [
     "FRACTION_TOLERANCE",
+    "MAX_NESTING_DEPTH",
     "LabelMatcher",
     "OnFailure",
     "ParamType",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 FRACTION_TOLERANCE = 1e-6
+#: How many levels of nested runbooks a run may start below itself (a run a person, an
+#: alert or a schedule started is level 0). Lint refuses a deeper chain, and a nested run
+#: deeper than this fails its task at run time, whatever the runbooks it was given.
+MAX_NESTING_DEPTH = 4
 
 TaskId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
@@ -318,7 +323,7 @@ class Runbook(StrictModel):
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], Parameter
     ] = Field(default_factory=dict)
     #: the paired restore runbook (a name next to this file, or a path relative to it)
-    restore_runbook: str | None = None
+    restore_runbook: RunbookRef | None = None
     tasks: list[Task] = Field(min_length=1)
     triggers: list[Trigger] = Field(default_factory=list)
 

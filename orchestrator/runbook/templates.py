@@ -25,7 +25,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field, model_validator
 
 from orchestrator.models import Fraction, StrictModel
 from orchestrator.runbook.predicates import Predicate
-from orchestrator.runbook.types import Duration
+from orchestrator.runbook.types import Duration, RunbookRef
 
 __all__ = [
     "REGISTRY",
@@ -247,7 +247,8 @@ class NotifyArgs(StrictModel):
 class RunbookArgs(StrictModel):
     """Run another runbook as a nested task."""
 
-    runbook: str = Field(min_length=1)
+    #: a name (``NAME.yaml`` in the runbooks directory) or a path inside that directory
+    runbook: RunbookRef
     parameters: dict[str, Any] = Field(default_factory=dict)
     #: the nested run's mode; ``inherit`` takes the parent's
     mode: Literal["inherit", "drill", "real"] = "inherit"

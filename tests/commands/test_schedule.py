@@ -70,6 +70,8 @@ class TestErrors:
         cases = [
             (["create", "drill", "--blocked", "funday 00:00-01:00"], "unknown day"),
             (["create", "drill", "--every", "soon"], "--every"),
+            (["create", "drill", "--every", "99999999999999d"], "longer than the maximum"),
+            (["create", "drill", "--every", "inf"], "not a finite duration"),
             (["create", "drill", "--runbook", str(tmp_path / "none.yaml")], "none.yaml"),
             (["create", "loadtest", "x", "--region", "us-east", "--window", "0"], "window"),
             (["pause", "no-such-schedule"], "no-such-schedule"),
