@@ -17,6 +17,13 @@ Temporal call. The difference is the cost of deduplicating through Temporal.
 
 Targets: exactly one run per distinct group, no 5xx; p50/p99 recorded.
 
+Before the burst, the boundary: the server process's peak RSS (VmHWM) across one
+unauthenticated 400 MB POST (answered 401 from its headers; the baseline is the
+RSS before it: the server used to buffer the whole body first, 210 -> 918 MB), how
+many bytes of it the server took in before cutting the client off, and how many of
+50 slowloris connections (partial headers, never finished) are still open once the
+header deadline has passed.
+
     python benchmarks/triggers.py [--quick] [--out PATH]
 """
 
@@ -27,6 +34,7 @@ import asyncio
 import csv
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -46,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
+from orchestrator.triggers.boundary import HEADER_TIMEOUT_S  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
 from tests.fixtures.ports import free_port  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
@@ -56,6 +65,8 @@ TOKEN = "bench-token-" + uuid.uuid4().hex
 RATE = 200
 USERS = 20
 GROUPS = 20
+HUGE = 400 * 1024 * 1024
+LORIS = 50
 RUNBOOK_YAML = f"""
 name: {RUNBOOK}
 kind: recovery
@@ -152,6 +163,80 @@ async def _locust(
     }
 
 
+def _memory_mb(pid: int) -> dict[str, float]:
+    """The process's resident set now and at its peak (VmRSS, VmHWM), in MB."""
+    found: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = round(int(value.split()[0]) / 1024, 1)
+    return found
+
+
+def _huge_unauthenticated_post(port: int) -> dict[str, Any]:
+    """Headers declaring 400 MB, no credentials; read the answer, then push the body."""
+    head = (
+        "POST /v1/alerts/alertmanager HTTP/1.1\r\nHost: bench\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {HUGE}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        status = sock.makefile("rb").readline().split()[1].decode()
+        chunk, taken = b" " * (1 << 20), 0
+        started = time.monotonic()
+        try:
+            while taken < HUGE:
+                sock.sendall(chunk)
+                taken += len(chunk)
+        except OSError:
+            pass
+    return {
+        "status": int(status),
+        "body_bytes_sent_before_the_answer": 0,
+        "body_mib_taken_before_cut_off": round(taken / (1 << 20), 1),
+        "cut_off_after_s": round(time.monotonic() - started, 2),
+    }
+
+
+def _slowloris(port: int, count: int, wait_s: float) -> int:
+    """How many of ``count`` connections with unfinished headers are open after ``wait_s``."""
+    conns = []
+    for _ in range(count):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conn.sendall(b"POST /v1/alerts/alertmanager HTTP/1.1\r\nHost: bench\r\n")
+        conns.append(conn)
+    time.sleep(wait_s)
+    still_open = 0
+    for conn in conns:
+        conn.setblocking(False)
+        try:
+            still_open += conn.recv(1) != b""
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+        conn.close()
+    return still_open
+
+
+async def _boundary(port: int, pid: int) -> dict[str, Any]:
+    before = _memory_mb(pid)
+    huge = await asyncio.to_thread(_huge_unauthenticated_post, port)
+    await asyncio.sleep(0.5)
+    after = _memory_mb(pid)
+    wait_s = HEADER_TIMEOUT_S + 3
+    still_open = await asyncio.to_thread(_slowloris, port, LORIS, wait_s)
+    return {
+        "rss_mb_before": before["VmRSS"],
+        "peak_rss_mb_after_huge_post": after["VmHWM"],
+        "peak_rss_growth_mb": round(after["VmHWM"] - before["VmRSS"], 1),
+        "huge_unauthenticated_post": huge,
+        "slowloris_connections": LORIS,
+        "slowloris_open_after_s": wait_s,
+        "slowloris_still_open": still_open,
+    }
+
+
 async def _count(client: Client, query: str, want: int, timeout_s: float = 15.0) -> int:
     seen = -1
     deadline = time.monotonic() + timeout_s
@@ -222,6 +307,7 @@ async def run(quick: bool) -> dict[str, Any]:
                 )
                 base = f"http://127.0.0.1:{port}"
                 await _wait_http(f"{base}/healthz", 30)
+                boundary = await _boundary(port, server.pid)
                 baseline = await _locust(base, baseline_s, "Unrelated", tmp, "baseline")
                 burst = await _locust(base, burst_s, "RegionErrorRate", tmp, "burst")
                 runs = await _count(env.client, f'Runbook = "{RUNBOOK}"', GROUPS)
@@ -253,7 +339,13 @@ async def run(quick: bool) -> dict[str, Any]:
         "runs_retrying_an_activity": retrying,
         "groups_hit": groups_hit,
         "notifications_that_started_nothing": burst["requests"] - runs,
+        "boundary": boundary,
         "checks": {
+            "huge_unauthenticated_post_refused_without_memory": (
+                boundary["huge_unauthenticated_post"]["status"] == 401
+                and boundary["peak_rss_growth_mb"] <= 20
+            ),
+            "no_slowloris_connection_held": boundary["slowloris_still_open"] == 0,
             "one_run_per_distinct_group": runs == groups_hit == running and retrying == 0,
             "no_5xx": burst["status_5xx"] == 0 and baseline["status_5xx"] == 0,
             "rate_reached": burst["rps"] >= 0.9 * RATE,
@@ -266,6 +358,7 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     from benchmarks.summary import Target, claim, dump
 
     burst, baseline = result["burst_matching_alerts"], result["baseline_unmatched_alerts"]
+    boundary = result["boundary"]
     rate = result["setup"]["target_rate_per_s"]
     return dump(
         [
@@ -288,6 +381,22 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
                 Target.at_least(0.9 * rate, f">= 90% of {rate}/s"),
                 baseline=baseline["rps"],
                 baseline_name="unmatched alerts (no Temporal call)",
+            ),
+            claim(
+                "peak RSS during an unauthenticated 400 MB POST",
+                boundary["peak_rss_mb_after_huge_post"],
+                "MB",
+                Target.at_most(
+                    boundary["rss_mb_before"] + 20, "at most 20 MB above the RSS before it"
+                ),
+                baseline=boundary["rss_mb_before"],
+                baseline_name="RSS before the POST",
+            ),
+            claim(
+                "slowloris connections held past the header deadline",
+                boundary["slowloris_still_open"],
+                "connections",
+                Target.equal(0, f"none of {boundary['slowloris_connections']}"),
             ),
         ]
     )

@@ -94,13 +94,15 @@ def serve(
         help="File with the HMAC secret.",
     ),
 ) -> None:
-    """Serve POST /v1/alerts/alertmanager and POST /v1/runbooks/{name}/runs until Ctrl-C."""
+    """Serve POST /v1/alerts/alertmanager, POST /v1/runbooks/{name}/runs, /healthz and
+    /metrics until Ctrl-C."""
     import uvicorn
 
     from orchestrator.commands.platform import settings_or_exit
     from orchestrator.logging import configure_logging
     from orchestrator.temporal import connect
     from orchestrator.triggers.auth import load_credentials
+    from orchestrator.triggers.boundary import uvicorn_config
     from orchestrator.triggers.catalog import load_runbooks
     from orchestrator.triggers.server import create_app
     from orchestrator.triggers.starter import TemporalRunStarter
@@ -117,7 +119,7 @@ def serve(
         client = await connect(settings)
         starter = TemporalRunStarter(client, settings.task_queue)
         app_ = create_app(loaded, starter, credentials)
-        config = uvicorn.Config(app_, host=host, port=port, log_level="warning", access_log=False)
+        config = uvicorn_config(app_, host=host, port=port)
         console.print(
             f"trigger server on http://{host}:{port} with {len(loaded)} runbook(s), "
             f"starting runs on task queue {settings.task_queue!r}"

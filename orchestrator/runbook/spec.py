@@ -69,6 +69,10 @@ OnFailure = Literal["rollback", "pause", "continue"]
 When = Literal["drill", "real", "always"]
 RunMode = Literal["drill", "real"]
 
+#: a region name: a letter or digit, then letters, digits, ``_`` or ``-`` (at most 63,
+#: like a DNS label), dotted parts allowed but never ``..``: it goes into fleet URLs,
+#: search attributes and workflow ids
+_REGION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}(\.[A-Za-z0-9_-]{1,63}){0,3}")
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -101,8 +105,8 @@ class Parameter(StrictModel):
             if not isinstance(value, str | int | float) or isinstance(value, bool):
                 raise ValueError(f"expected a {kind.value}, got {type(value).__name__}")
             text = str(value)
-            if kind is ParamType.REGION and not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
-                raise ValueError(f"{text!r} is not a region name")
+            if kind is ParamType.REGION and not _REGION_NAME.fullmatch(text):
+                raise ValueError(f"{text[:80]!r} is not a region name")
             return text
         if kind is ParamType.BOOL:
             if isinstance(value, bool):

@@ -5,11 +5,14 @@ alertname and matchers fit the alert's labels decides; its label mapping fills
 the runbook's parameters, each coerced by the parameter's own type, so a label
 such as ``max_pct="lots"`` ignores that alert (with the reason) and nothing else.
 
-The workflow id is ``<runbook>-alert-<hash>`` where the hash covers the dedup key
-(the Alertmanager ``groupKey``, or the alert's fingerprint when the trigger is
-per alert) and the filled parameters. The same group firing again therefore maps
-to the same id, which Temporal refuses to start twice while it is open; two
-alerts of one group that ask for different regions still get a run each.
+The workflow id is ``<runbook>-alert-<hash>-<episode>``. The hash (the match's
+*identity*) covers the dedup key (the Alertmanager ``groupKey``, or the alert's
+fingerprint when the trigger is per alert) and the filled parameters, so two alerts
+of one group that ask for different regions still get a run each. The episode is
+the start of the trouble (:mod:`orchestrator.triggers.episodes`): a group re-sent
+by Alertmanager while it fires maps to the same id, which Temporal refuses to start
+a second time even after the first run closed (the starter's reuse policy), while a
+group that resolved and fires again has a later episode and so a new id.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -26,6 +30,7 @@ from orchestrator.exceptions import RunbookError
 from orchestrator.runbook.params import resolve_parameters, substitute
 from orchestrator.runbook.spec import Runbook, Trigger
 from orchestrator.runbook.types import parse_duration
+from orchestrator.triggers.episodes import episode_stamp
 from orchestrator.triggers.payload import Alert
 
 __all__ = [
@@ -35,6 +40,7 @@ __all__ = [
     "dedup_scope",
     "manual_workflow_id",
     "match_alert",
+    "parameters_key",
     "stable_hash",
 ]
 
@@ -50,14 +56,21 @@ class TriggerMatch(BaseModel):
     #: the groupKey or the fingerprint, as Alertmanager sent it
     key: str
     parameters: dict[str, Any] = Field(default_factory=dict)
-    workflow_id: str
+    #: hash of (runbook, scope, key, parameters): the alerts that ask for the same run
+    identity: str
     cooldown_s: float = Field(ge=0)
+
+    def workflow_id(self, episode: datetime) -> str:
+        """The run's id for the episode that started at ``episode``."""
+        return runbook_workflow_id(self.runbook, f"alert-{self.identity}-{episode_stamp(episode)}")
 
 
 class Ignored(BaseModel):
     """An alert (for ``runbook``, when one matched) that starts nothing, and why."""
 
     runbook: str | None = None
+    #: ``no_rule`` (no trigger matches) or ``bad_label`` (labels do not fill the runbook)
+    code: Literal["no_rule", "bad_label"] = "bad_label"
     reason: str
 
 
@@ -65,6 +78,11 @@ def stable_hash(*parts: Any, length: int = 16) -> str:
     """A short hex digest of ``parts`` that is the same in every process and release."""
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def parameters_key(parameters: Mapping[str, Any]) -> str:
+    """The same for the same parameter set: what a cooldown is kept per (with the runbook)."""
+    return stable_hash(dict(parameters))
 
 
 def dedup_scope(trigger: Trigger) -> DedupScope:
@@ -101,14 +119,13 @@ def _match_one(runbook: Runbook, trigger: Trigger, alert: Alert, group_key: str)
         raise RunbookError(f"trigger {trigger.alertname}: cooldown: {exc}") from None
     scope = dedup_scope(trigger)
     key = alert.fingerprint if scope == "alert" else group_key
-    digest = stable_hash(scope, key, parameters)
     return TriggerMatch(
         runbook=runbook.name,
         alertname=alert.alertname,
         scope=scope,
         key=key,
         parameters=parameters,
-        workflow_id=runbook_workflow_id(runbook.name, f"alert-{digest}"),
+        identity=stable_hash(runbook.name, scope, key, parameters),
         cooldown_s=cooldown,
     )
 
@@ -129,7 +146,10 @@ def match_alert(
             decisions.append(Ignored(runbook=runbook.name, reason=reason))
     if not decisions:
         decisions.append(
-            Ignored(reason=f"no runbook trigger matches alertname={alert.alertname!r}")
+            Ignored(
+                code="no_rule",
+                reason=f"no runbook trigger matches alertname={alert.alertname!r}",
+            )
         )
     return decisions
 

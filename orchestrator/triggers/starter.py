@@ -2,15 +2,34 @@
 
 The trigger server decides *what* to start; a :class:`RunStarter` does it. The
 Temporal one starts the workflow type ``RUNBOOK_WORKFLOW`` by name (the trigger
-server never imports workflow code) with ``id_conflict_policy=FAIL``: an open run
-with the same id means "already running" (deduplicated), while a closed one may
-start again (the default reuse policy allows it).
+server never imports workflow code) with ``id_conflict_policy=FAIL``, so an open
+run with the same id means "already running" (deduplicated).
+
+What a *closed* run's id means depends on who asked:
+
+- An alert's run has the episode in its id (``<runbook>-alert-<identity>-<episode>``,
+  see :mod:`orchestrator.triggers.rules`), and is started with
+  ``id_reuse_policy=REJECT_DUPLICATE``: once that episode's run has closed, however
+  it ended, Alertmanager re-sending the still-firing group (``repeat_interval``)
+  gets "already started" and starts nothing. A group that resolved and fires again
+  is a new episode, hence a new id, hence a new run. ``ALLOW_DUPLICATE_FAILED_ONLY``
+  was not chosen: a run that failed or rolled back would be started again on every
+  repeat of the same alert, a retry loop nobody asked for; an operator retries by
+  hand. The reuse policy holds while Temporal retains the closed run (the
+  namespace's retention period); the trigger server also remembers the ids it saw.
+- A manual start keeps the default ``ALLOW_DUPLICATE``: its id comes from the
+  caller's idempotency key, which dedups while the run is open and may run again
+  once it has closed.
+
+Runs carry their parameters in the memo, so a restarted server can find the last
+start of a runbook *with these parameters* (the cooldown's key) in visibility.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -18,6 +37,7 @@ from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -25,9 +45,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.contracts.runbook import RUNBOOK_WORKFLOW, AlertResolvedInput, RunbookRunInput
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+from orchestrator.triggers.cooldown import same_parameters
 
 __all__ = [
     "ALERT_RESOLVED_SIGNAL",
+    "PARAMETERS_MEMO",
+    "RunInfo",
     "RunStarter",
     "StartFailed",
     "StartRequest",
@@ -36,6 +59,8 @@ __all__ = [
 ]
 
 ALERT_RESOLVED_SIGNAL = "alert_resolved"
+#: the memo field holding a run's parameters
+PARAMETERS_MEMO = "parameters"
 
 
 class StartFailed(OrchestratorError):
@@ -49,13 +74,20 @@ class StartRequest(BaseModel):
     input: RunbookRunInput
     #: the Region search attribute, when the run concerns one region
     region: str | None = None
+    #: never start this id again once a run with it has closed (an alert episode's run)
+    once: bool = False
 
 
 class StartResult(BaseModel):
     workflow_id: str
     run_id: str
-    #: False when an open run already had this id (nothing new started)
+    #: False when a run already had this id (nothing new started)
     started: bool
+
+
+class RunInfo(BaseModel):
+    run_id: str
+    open: bool
 
 
 class RunStarter(Protocol):
@@ -66,12 +98,16 @@ class RunStarter(Protocol):
         when no run with that id is open."""
         ...
 
-    async def open_run(self, workflow_id: str) -> str | None:
-        """The run id of the open run with this workflow id, if any."""
+    async def find_run(self, workflow_id: str) -> RunInfo | None:
+        """The latest run with this workflow id, open or closed, if Temporal has one."""
         ...
 
-    async def last_start(self, runbook: str, since: datetime) -> datetime | None:
-        """The newest start time of a run of ``runbook`` at or after ``since``, if any."""
+    async def last_start(
+        self, runbook: str, parameters: Mapping[str, Any], region: str | None, since: datetime
+    ) -> datetime | None:
+        """The newest start time of a run of ``runbook`` with ``parameters`` (whose region,
+        if any, is ``region``) at or after ``since``, if any
+        (:func:`~orchestrator.triggers.cooldown.same_parameters`)."""
         ...
 
 
@@ -99,10 +135,17 @@ class TemporalRunStarter:
                 id=request.workflow_id,
                 task_queue=self._task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=(
+                    WorkflowIDReusePolicy.REJECT_DUPLICATE
+                    if request.once
+                    else WorkflowIDReusePolicy.ALLOW_DUPLICATE
+                ),
                 search_attributes=TypedSearchAttributes(pairs),
+                memo={PARAMETERS_MEMO: run.parameters},
             )
         except WorkflowAlreadyStartedError as exc:
-            run_id = exc.run_id or await self.open_run(request.workflow_id) or ""
+            found = None if exc.run_id else await self.find_run(request.workflow_id)
+            run_id = exc.run_id or (found.run_id if found else "")
             return StartResult(workflow_id=request.workflow_id, run_id=run_id, started=False)
         except RPCError as exc:
             raise _failed(f"start {request.workflow_id}", exc) from None
@@ -126,26 +169,39 @@ class TemporalRunStarter:
             raise _failed(f"signal {workflow_id}", exc) from None
         return description.run_id
 
-    async def open_run(self, workflow_id: str) -> str | None:
+    async def find_run(self, workflow_id: str) -> RunInfo | None:
         try:
             description = await self._client.get_workflow_handle(workflow_id).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return None
             raise _failed(f"describe {workflow_id}", exc) from None
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            return None
-        return description.run_id
+        return RunInfo(
+            run_id=description.run_id,
+            open=description.status == WorkflowExecutionStatus.RUNNING,
+        )
 
-    async def last_start(self, runbook: str, since: datetime) -> datetime | None:
+    async def last_start(
+        self, runbook: str, parameters: Mapping[str, Any], region: str | None, since: datetime
+    ) -> datetime | None:
         # Only runs inside the window matter, so the query stays small however long
         # the runbook's history is (SQL visibility cannot ORDER BY).
         query = f'Runbook = "{runbook}" AND StartTime >= "{since.isoformat()}"'
         newest: datetime | None = None
         try:
             async for execution in self._client.list_workflows(query, limit=1000):
-                if newest is None or execution.start_time > newest:
-                    newest = execution.start_time
+                if newest is not None and execution.start_time <= newest:
+                    continue
+                memo = await execution.memo()
+                run_parameters = memo.get(PARAMETERS_MEMO)
+                if not same_parameters(
+                    run_parameters if isinstance(run_parameters, dict) else None,
+                    execution.typed_search_attributes.get(REGION),
+                    parameters,
+                    region,
+                ):
+                    continue
+                newest = execution.start_time
         except RPCError as exc:
             raise _failed(f"list runs of {runbook}", exc) from None
         return newest

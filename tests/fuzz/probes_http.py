@@ -12,7 +12,7 @@ import httpx
 from fastapi import FastAPI
 
 from orchestrator.lab.server import build_app as build_lab
-from orchestrator.triggers.auth import SIGNATURE_HEADER, sign
+from orchestrator.triggers.auth import SIGNATURE_HEADER, signature_headers
 from tests.fuzz.probes import Verdict, _crash, one_line
 from tests.triggers.conftest import MemoryStarter, make_app
 from tests.triggers.payloads import HMAC_SECRET, TOKEN, alert, notification, runbook
@@ -88,10 +88,10 @@ AuthKind = Literal["bearer", "hmac", "none", "wrong_bearer", "wrong_hmac", "garb
 def auth_headers(kind: AuthKind, body: bytes) -> dict[str, str]:
     return {
         "bearer": {"Authorization": f"Bearer {TOKEN}"},
-        "hmac": {SIGNATURE_HEADER: sign(HMAC_SECRET, body)},
+        "hmac": signature_headers(HMAC_SECRET, body),
         "none": {},
         "wrong_bearer": {"Authorization": f"Bearer {TOKEN}x"},
-        "wrong_hmac": {SIGNATURE_HEADER: sign(HMAC_SECRET, body + b" ")},
+        "wrong_hmac": signature_headers(HMAC_SECRET, body + b" "),
         "garbage": {"Authorization": "Bearer", SIGNATURE_HEADER: "sha256=zz"},
     }[kind]
 

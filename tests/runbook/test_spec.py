@@ -124,6 +124,12 @@ class TestParameterBinding:
         with pytest.raises(RunbookError, match="not a region name"):
             bind(runbook, {"region": "eu west!"})
 
+    @pytest.mark.parametrize("region", ["..", ".", "../etc", "a..b", "-a", "a.", "x" * 64])
+    def test_a_path_or_overlong_name_is_no_region(self, region: str) -> None:
+        """It would reach fleet URLs, search attributes and workflow ids."""
+        with pytest.raises(RunbookError, match="not a region name"):
+            bind(parsed_runbook(), {"region": region})
+
     def test_bound_value_that_breaks_a_field_names_it(self) -> None:
         text = runbook_text(TASKS.replace("wait: ${params.step}", "wait: ${params.region}"), HEADER)
         runbook = parse_text(text).runbook

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -28,8 +29,15 @@ from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.runbook.spec import Runbook
 from orchestrator.triggers.auth import load_credentials
+from orchestrator.triggers.rules import parameters_key
 from orchestrator.triggers.server import create_app
-from orchestrator.triggers.starter import StartFailed, StartRequest, StartResult, TemporalRunStarter
+from orchestrator.triggers.starter import (
+    RunInfo,
+    StartFailed,
+    StartRequest,
+    StartResult,
+    TemporalRunStarter,
+)
 from tests.fixtures.temporal import new_worker
 from tests.triggers.payloads import APPROVER, HMAC_SECRET, TOKEN
 from tests.workflows.conftest import ROOMY_RPS, lab_config
@@ -39,38 +47,55 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @dataclass
 class MemoryStarter:
-    """Keeps open runs in a dict; ``delay_s`` widens races, ``fail`` simulates Temporal down."""
+    """Temporal's id rules in a dict; ``delay_s`` widens races, ``fail`` simulates Temporal down.
+
+    A start with ``once`` (an alert episode's run) is refused for an id that ever ran;
+    any other start only while a run with the id is open. :meth:`close` ends a run.
+    """
 
     delay_s: float = 0.0
     fail: bool = False
     open: dict[str, str] = field(default_factory=dict)
+    closed: dict[str, str] = field(default_factory=dict)
     started: list[StartRequest] = field(default_factory=list)
     signals: list[tuple[str, AlertResolvedInput]] = field(default_factory=list)
-    history: dict[str, datetime] = field(default_factory=dict)
+    #: (runbook, parameters key) -> start time, as visibility would find it
+    history: dict[tuple[str, str], datetime] = field(default_factory=dict)
 
     async def start(self, request: StartRequest) -> StartResult:
         await asyncio.sleep(self.delay_s)
         if self.fail:
             raise StartFailed("temporal refused to start: UNAVAILABLE: test")
-        if request.workflow_id in self.open:
-            run_id = self.open[request.workflow_id]
-            return StartResult(workflow_id=request.workflow_id, run_id=run_id, started=False)
+        existing = self.open.get(request.workflow_id)
+        if existing is None and request.once:
+            existing = self.closed.get(request.workflow_id)
+        if existing is not None:
+            return StartResult(workflow_id=request.workflow_id, run_id=existing, started=False)
         run_id = uuid.uuid4().hex
         self.open[request.workflow_id] = run_id
         self.started.append(request)
         return StartResult(workflow_id=request.workflow_id, run_id=run_id, started=True)
 
+    def close(self, workflow_id: str) -> None:
+        self.closed[workflow_id] = self.open.pop(workflow_id)
+
     async def signal_resolved(self, workflow_id: str, signal: AlertResolvedInput) -> str | None:
-        run_id = self.open.pop(workflow_id, None)
+        run_id = self.open.get(workflow_id)
         if run_id is not None:
             self.signals.append((workflow_id, signal))
         return run_id
 
-    async def open_run(self, workflow_id: str) -> str | None:
-        return self.open.get(workflow_id)
+    async def find_run(self, workflow_id: str) -> RunInfo | None:
+        if workflow_id in self.open:
+            return RunInfo(run_id=self.open[workflow_id], open=True)
+        if workflow_id in self.closed:
+            return RunInfo(run_id=self.closed[workflow_id], open=False)
+        return None
 
-    async def last_start(self, runbook: str, since: datetime) -> datetime | None:
-        found = self.history.get(runbook)
+    async def last_start(
+        self, runbook: str, parameters: Mapping[str, Any], region: str | None, since: datetime
+    ) -> datetime | None:
+        found = self.history.get((runbook, parameters_key(parameters)))
         return found if found is not None and found >= since else None
 
 

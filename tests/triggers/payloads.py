@@ -25,6 +25,7 @@ def alert(
     status: str = "firing",
     *,
     alertname: str = "RegionErrorRate",
+    starts_at: str = "2024-05-01T10:00:00.000Z",
     ends_at: str = "0001-01-01T00:00:00Z",
     **labels: str,
 ) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def alert(
         "status": status,
         "labels": full,
         "annotations": {"summary": f"{alertname} {labels}"},
-        "startsAt": "2024-05-01T10:00:00.000Z",
+        "startsAt": starts_at,
         "endsAt": ends_at,
         "generatorURL": "http://prometheus.local/graph?g0.expr=up",
         "fingerprint": fingerprint(full),

@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from orchestrator.triggers.boundary import uvicorn_config
 from tests.fixtures.ports import free_port
 
 ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
@@ -33,11 +34,14 @@ async def wait_http(
 
 
 @contextlib.asynccontextmanager
-async def serve_app(app: FastAPI) -> AsyncIterator[str]:
-    """``app`` under uvicorn on 127.0.0.1:<free port> in this event loop; yields its base URL."""
+async def serve_app(app: FastAPI, header_timeout_s: float = 10.0) -> AsyncIterator[str]:
+    """``app`` served as ``orchestrator triggers serve`` serves it, on 127.0.0.1:<free port>
+    in this event loop; yields its base URL."""
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        uvicorn_config(
+            app, host="127.0.0.1", port=port, header_timeout_s=header_timeout_s, lifespan="off"
+        )
     )
     task = asyncio.create_task(server.serve())
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 
 import pytest
@@ -9,15 +11,25 @@ from pydantic import ValidationError
 
 from orchestrator.exceptions import ConfigError
 from orchestrator.logging import REDACTED, _scrub
-from orchestrator.triggers.auth import authenticate, load_credentials, sign
+from orchestrator.triggers.auth import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    authenticate,
+    load_credentials,
+    sign,
+    signature_headers,
+    timestamp_problem,
+)
 from orchestrator.triggers.payload import AlertmanagerPayload
 from tests.triggers.payloads import HMAC_SECRET, TOKEN, alert, notification
 
 BODY = b'{"version": "4"}'
+NOW = 1_714_557_600.0
 
 
 class TestAuthenticate:
-    """A request proves itself with the exact bearer token or an HMAC of its exact body."""
+    """A request proves itself with the exact bearer token, or an HMAC of a timestamp inside
+    the window and its exact body."""
 
     creds = load_credentials(token=TOKEN, hmac_secret=HMAC_SECRET)
 
@@ -36,24 +48,98 @@ class TestAuthenticate:
     def test_wrong_or_missing_bearer_fails(self, header: str | None) -> None:
         assert authenticate(self.creds, authorization=header, signature=None, body=BODY) is None
 
-    def test_hmac_of_the_body_passes_with_or_without_prefix(self) -> None:
-        digest = sign(HMAC_SECRET, BODY)
+    def test_hmac_of_timestamp_and_body_passes_with_or_without_prefix(self) -> None:
+        digest = sign(HMAC_SECRET, BODY, int(NOW))
         for signature in (digest, f"sha256={digest}", digest.upper()):
-            got = authenticate(self.creds, authorization=None, signature=signature, body=BODY)
+            got = authenticate(
+                self.creds,
+                authorization=None,
+                signature=signature,
+                timestamp=str(int(NOW)),
+                body=BODY,
+                now=NOW,
+            )
             assert got == "hmac"
 
-    def test_hmac_of_another_body_or_key_fails(self) -> None:
-        other_body = sign(HMAC_SECRET, BODY + b" ")
-        other_key = sign(HMAC_SECRET + "x", BODY)
-        for signature in (other_body, other_key, "00" * 32, "not-hex"):
-            assert (
-                authenticate(self.creds, authorization=None, signature=signature, body=BODY) is None
+    def test_signature_is_over_the_timestamp_then_a_dot_then_the_body(self) -> None:
+        expected = hmac.new(HMAC_SECRET.encode(), b"1714557600." + BODY, hashlib.sha256)
+        assert sign(HMAC_SECRET, BODY, 1714557600) == expected.hexdigest()
+        headers = signature_headers(HMAC_SECRET, BODY, now=1714557600.9)
+        assert headers == {
+            TIMESTAMP_HEADER: "1714557600",
+            SIGNATURE_HEADER: f"sha256={expected.hexdigest()}",
+        }
+
+    def test_hmac_of_another_body_key_or_timestamp_fails(self) -> None:
+        stamp = int(NOW)
+        for signature, timestamp in (
+            (sign(HMAC_SECRET, BODY + b" ", stamp), stamp),
+            (sign(HMAC_SECRET + "x", BODY, stamp), stamp),
+            (sign(HMAC_SECRET, BODY, stamp), stamp + 1),
+            ("00" * 32, stamp),
+            ("not-hex", stamp),
+        ):
+            got = authenticate(
+                self.creds,
+                authorization=None,
+                signature=signature,
+                timestamp=str(timestamp),
+                body=BODY,
+                now=NOW,
             )
+            assert got is None
+
+    def test_a_signature_without_timestamp_fails(self) -> None:
+        """The old format (HMAC of the body alone) is no longer enough."""
+        bare = hmac.new(HMAC_SECRET.encode(), BODY, hashlib.sha256).hexdigest()
+        got = authenticate(self.creds, authorization=None, signature=bare, body=BODY, now=NOW)
+        assert got is None
+
+    @pytest.mark.parametrize("age_s", [-301, 301, 3600, 86400 * 365])
+    def test_a_replayed_old_or_future_signature_fails(self, age_s: int) -> None:
+        """A captured request, replayed outside the window, is refused."""
+        headers = signature_headers(HMAC_SECRET, BODY, now=NOW - age_s)
+        got = authenticate(
+            self.creds,
+            authorization=None,
+            signature=headers[SIGNATURE_HEADER],
+            timestamp=headers[TIMESTAMP_HEADER],
+            body=BODY,
+            now=NOW,
+        )
+        assert got is None
+        assert timestamp_problem(headers[TIMESTAMP_HEADER], NOW) is not None
+
+    @pytest.mark.parametrize("age_s", [0, 299, -299])
+    def test_a_signature_inside_the_window_passes(self, age_s: int) -> None:
+        headers = signature_headers(HMAC_SECRET, BODY, now=NOW - age_s)
+        got = authenticate(
+            self.creds,
+            authorization=None,
+            signature=headers[SIGNATURE_HEADER],
+            timestamp=headers[TIMESTAMP_HEADER],
+            body=BODY,
+            now=NOW,
+        )
+        assert got == "hmac"
+
+    @pytest.mark.parametrize("value", [None, "", "soon", "-5", "1.5", "9" * 30])
+    def test_a_malformed_timestamp_is_named(self, value: str | None) -> None:
+        problem = timestamp_problem(value, NOW)
+        assert problem is not None and TIMESTAMP_HEADER in problem
 
     def test_a_method_not_configured_never_passes(self) -> None:
         bearer_only = load_credentials(token=TOKEN)
-        signature = sign(HMAC_SECRET, BODY)
-        assert authenticate(bearer_only, authorization=None, signature=signature, body=BODY) is None
+        headers = signature_headers(HMAC_SECRET, BODY, now=NOW)
+        got = authenticate(
+            bearer_only,
+            authorization=None,
+            signature=headers[SIGNATURE_HEADER],
+            timestamp=headers[TIMESTAMP_HEADER],
+            body=BODY,
+            now=NOW,
+        )
+        assert got is None
 
 
 class TestCredentials:

@@ -33,7 +33,8 @@ async def wait_visible(client: Client, query: str, count: int, timeout_s: float 
 
 
 class TestRunLifecycle:
-    """Firing starts one run; firing again dedups; resolved signals it; a closed id may start again."""
+    """Firing starts one run; firing again dedups, also after the run closed; resolved
+    signals it; firing after resolving starts a new run."""
 
     async def test_fire_dedup_resolve_and_start_again(
         self, temporal_stack: TemporalStack, unique: str
@@ -77,11 +78,24 @@ class TestRunLifecycle:
             late = (await http.post(URL, json=resolved, headers=AUTH)).json()["results"][0]
             assert late["outcome"] == "ignored" and "no run" in late["reason"]
 
-            restarted = (await http.post(URL, json=firing, headers=AUTH)).json()["results"][0]
-            assert restarted["outcome"] == "started"
-            assert restarted["workflow_id"] == first["workflow_id"]
-            assert restarted["run_id"] != first["run_id"]
-            await finish(temporal_stack.client, restarted["workflow_id"])
+        # The same episode re-sent to a server that never saw it: Temporal itself refuses
+        # the closed id (REJECT_DUPLICATE).
+        async with asgi_client(make_app([runbook(name)], temporal_stack.starter)) as http:
+            repeat = (await http.post(URL, json=firing, headers=AUTH)).json()["results"][0]
+            assert repeat["outcome"] == "deduplicated"
+            assert repeat["workflow_id"] == first["workflow_id"]
+            assert repeat["run_id"] == first["run_id"]
+
+            # Fired again after it resolved: a new episode, a new run.
+            refired = notification(
+                alert(region="eu-west", starts_at="2024-05-01T11:00:00Z"),
+                group_key=f"group-{unique}",
+            )
+            second = (await http.post(URL, json=refired, headers=AUTH)).json()["results"][0]
+            assert second["outcome"] == "started"
+            assert second["workflow_id"] != first["workflow_id"]
+            assert second["run_id"] != first["run_id"]
+            await finish(temporal_stack.client, second["workflow_id"])
 
     async def test_concurrent_duplicates_start_exactly_one(
         self, temporal_stack: TemporalStack, unique: str
@@ -103,7 +117,8 @@ class TestRunLifecycle:
 
 
 class TestCooldownAcrossRestart:
-    """A new server process learns the last start from Temporal's visibility."""
+    """A new server process learns the last start of a runbook with these parameters from
+    Temporal's visibility; other parameters are not held back."""
 
     async def test_new_server_honours_the_cooldown(
         self, temporal_stack: TemporalStack, unique: str
@@ -120,15 +135,22 @@ class TestCooldownAcrossRestart:
         assert await wait_visible(temporal_stack.client, f'Runbook = "{name}"', 1) == 1
 
         async with asgi_client(make_app([rb], temporal_stack.starter)) as http:
-            other = await http.post(
+            same = await http.post(
                 URL,
-                json=notification(alert(region="us-east"), group_key=f"b-{unique}"),
+                json=notification(alert(region="eu-west", pod="2"), group_key=f"b-{unique}"),
                 headers=AUTH,
             )
-        result = other.json()["results"][0]
-        assert result["outcome"] == "ignored"
-        assert result["reason"].startswith("cooldown:")
+            other = await http.post(
+                URL,
+                json=notification(alert(region="us-east"), group_key=f"c-{unique}"),
+                headers=AUTH,
+            )
+        held = same.json()["results"][0]
+        assert held["outcome"] == "ignored"
+        assert held["reason"].startswith("cooldown:")
+        assert other.json()["results"][0]["outcome"] == "started"
         await finish(temporal_stack.client, first.json()["results"][0]["workflow_id"])
+        await finish(temporal_stack.client, other.json()["results"][0]["workflow_id"])
 
 
 class TestManualOverTemporal:
