@@ -55,7 +55,7 @@ from orchestrator.lab.training.trace import (
 )
 from orchestrator.policy.ettr import FailureModel, rate_from_interruptions
 from orchestrator.policy.ettr_sim import SimulationParams, simulate_trace
-from orchestrator.temporal import binary_path, data_converter
+from orchestrator.temporal import binary_path, data_converter, register_search_attributes
 from orchestrator.worker import sandbox_runner
 from workflows.training_recovery import TrainingRecoveryWorkflow
 from workflows.training_supervisor import TrainingJobSupervisorWorkflow
@@ -238,6 +238,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         data_converter=data_converter,
         test_server_existing_path=binary_path("temporal-test-server"),
     )
+    await register_search_attributes(env.client)
     try:
         return await drive(
             env,

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.failure.v1 import Failure
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
@@ -47,6 +49,7 @@ __all__ = [
     "connect",
     "data_converter",
     "metrics_runtime",
+    "register_search_attributes",
 ]
 
 REGION = SearchAttributeKey.for_keyword("Region")
@@ -60,6 +63,19 @@ RUN_KIND = SearchAttributeKey.for_keyword("RunKind")
 OUTCOME = SearchAttributeKey.for_keyword("Outcome")
 
 SEARCH_ATTRIBUTES: list[SearchAttributeKey[str]] = [REGION, RUNBOOK, JOB_ID, RUN_KIND, OUTCOME]
+
+
+async def register_search_attributes(client: Client) -> None:
+    """Register the project's search attributes on a server started without them (the
+    time-skipping test server refuses a workflow that sets an unknown one)."""
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=client.namespace,
+            search_attributes={
+                key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in SEARCH_ATTRIBUTES
+            },
+        )
+    )
 
 
 class _InputJSONConverter(PydanticJSONPlainPayloadConverter):

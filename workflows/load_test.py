@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.policy.health_metrics import HealthMetric
     from orchestrator.policy.kraken import StepRecord
-    from orchestrator.temporal import REGION, RUN_KIND
+    from orchestrator.temporal import OUTCOME, REGION, RUN_KIND
     from workflows.load_test_routing import RoutingMoves
 
 __all__ = ["LiveLoadTestWorkflow"]
@@ -57,6 +57,8 @@ RETRY = RetryPolicy(
 )
 #: windows of total demand averaged to turn a load into a share
 DEMAND_WINDOWS = 3
+#: load tests set the Outcome search attribute when they end
+OUTCOME_PATCH = "loadtest-outcome-attribute"
 
 
 @workflow.defn
@@ -103,12 +105,14 @@ class LiveLoadTestWorkflow(RoutingMoves):
             with contextlib.suppress(Exception):
                 await self._release(baseline)
             self.phase = "failed"
+            self._outcome("error")
             raise
         ended = workflow.now()
         await self._release(baseline)
         restore_s = (workflow.now() - ended).total_seconds()
         check = await self._check(baseline)
         self.phase = "done"
+        self._outcome(self.outcome or "stopped")
         return summarize(
             workflow_id=workflow.info().workflow_id,
             inp=inp,
@@ -124,6 +128,11 @@ class LiveLoadTestWorkflow(RoutingMoves):
             finished_at=workflow.now(),
             writer="direct" if self.direct else "rebalancer",
         )
+
+    def _outcome(self, outcome: str) -> None:
+        """The Outcome search attribute: how the test ended (stopped, backoff, error, ...)."""
+        if workflow.patched(OUTCOME_PATCH):
+            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
 
     async def _steps(self, metrics: list[HealthMetric], baseline: LoadTestBaseline) -> None:
         inp = self.inp

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         CURRENT_STEP,
         RECORDS_PATCH,
         TRUTH_PATCH,
+        NothingToDo,
         admit_drain,
         drain_record,
         failure_reason,
@@ -280,6 +281,8 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             return f"timed out after {timeout:g}s ({state.phase.value}: {state.message})"
         try:
             stages.result()
+        except NothingToDo as nothing:
+            self._skip(task.id, SkipReason.NOTHING_TO_DO, nothing.reason)
         except TaskFailed as failed:
             return failed.reason
         except (ActivityError, ChildWorkflowError) as exc:

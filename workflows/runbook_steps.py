@@ -30,6 +30,7 @@ __all__ = [
     "RECORDS_PATCH",
     "RETRY",
     "SHORT",
+    "NothingToDo",
     "TaskFailed",
     "failure_reason",
     "admit_drain",
@@ -85,6 +86,14 @@ def failure_reason(exc: ActivityError | ChildWorkflowError) -> str:
     while isinstance(cause, (ActivityError, ChildWorkflowError)) and cause.cause is not None:
         cause = cause.cause
     return str(cause or exc)
+
+
+class NothingToDo(Exception):
+    """A template whose arguments leave it nothing to do; the task is skipped with ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class TaskFailed(Exception):

@@ -14,7 +14,15 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.runbook import HoldInput, NotifyInput, RunbookActivities
     from orchestrator.contracts.runbook import TaskState
     from orchestrator.runbook.spec import Task
-    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, check, step_summary
+    from workflows.runbook_steps import (
+        RETRY,
+        SHORT,
+        NothingToDo,
+        TaskFailed,
+        cancellation,
+        check,
+        step_summary,
+    )
 
 __all__ = ["WaitTemplates"]
 
@@ -54,6 +62,8 @@ class WaitTemplates:
     async def _notify(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
+        if not args.url:
+            raise NothingToDo("no url given: nobody was notified")
         await workflow.execute_activity_method(
             RunbookActivities.notify,
             NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),

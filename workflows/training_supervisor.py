@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         RecoveryAttempt,
         crash_loop_decision,
     )
+    from orchestrator.temporal import OUTCOME
     from workflows.training_recovery import (
         MUTATION_RETRY,
         TrainingRecoveryWorkflow,
@@ -60,6 +61,8 @@ OUTAGE_ETTR_PATCH = "training-ettr-outages"
 #: a failure the fleet reports as not retryable (disk full) halts at once: no recovery,
 #: since every restart would die at the same write
 FATAL_HALT_PATCH = "training-fatal-halt"
+#: a supervisor sets the Outcome search attribute when it ends (finished or halted)
+OUTCOME_PATCH = "training-outcome-attribute"
 
 
 def ettr_so_far(
@@ -144,6 +147,7 @@ class TrainingJobSupervisorWorkflow:
             self._close_attempt(inp, job.step, job.checkpoint_step)
             if watch.kind is None:
                 self._state = SupervisorState.FINISHED
+                self._outcome("finished")
                 return self.status()
             decision = crash_loop_decision(inp.attempts, limit=inp.crash_loop_limit)
             number = len(inp.failures) + 1
@@ -247,9 +251,15 @@ class TrainingJobSupervisorWorkflow:
     def _count_failed_resume(inp: SupervisorInput, step: int) -> None:
         inp.failed_resumes[step] = inp.failed_resumes.get(step, 0) + 1
 
+    def _outcome(self, outcome: str) -> None:
+        """The Outcome search attribute: finished, or halted for an operator."""
+        if workflow.patched(OUTCOME_PATCH):
+            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
+
     async def _halt(self, inp: SupervisorInput, reason: str) -> SupervisorStatus:
         self._state = SupervisorState.HALTED
         self._alert = reason
+        self._outcome("halted")
         await workflow.execute_activity_method(
             TrainingActivities.alert,
             AlertInput(job=inp.job, message=reason),

@@ -143,6 +143,8 @@ class SkipReason(StrEnum):
     DEPENDENCY = "dependency"
     #: never started: the run was aborted or rolled back first
     RUN_ENDED = "run_ended"
+    #: its arguments leave nothing to do (a ``notify`` with no ``url``)
+    NOTHING_TO_DO = "nothing_to_do"
 
 
 class RunOutcome(StrEnum):

@@ -238,9 +238,10 @@ class ApprovalArgs(StrictModel):
 
 
 class NotifyArgs(StrictModel):
-    """Post a message to a webhook."""
+    """Post a message to a webhook; with no ``url`` there is nobody to tell, and the task is
+    skipped, saying so (a runbook's default receiver must not be one the user lacks)."""
 
-    url: AnyHttpUrl
+    url: AnyHttpUrl | Literal[""]
     message: str = Field(min_length=1)
 
 

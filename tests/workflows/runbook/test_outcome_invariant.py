@@ -150,7 +150,7 @@ class Spec:
         """Whether the task fails, by its own activity or timeout (independent of the run)."""
         match self.kind:
             case "notify":
-                return self.behaviour not in ("ok", "flaky")
+                return self.behaviour not in ("ok", "flaky", "none")
             case "delay":
                 return self.timeout is not None and float(self.behaviour) > self.timeout
             case "weights":
@@ -187,7 +187,7 @@ class Scenario:
             task["timeout"] = s.timeout
         match s.kind:
             case "notify":
-                url = f"http://receiver.invalid/{s.behaviour}"
+                url = "" if s.behaviour == "none" else f"http://receiver.invalid/{s.behaviour}"
                 task.update(template="notify", args={"url": url, "message": "m"})
             case "delay":
                 task.update(template="delay", args={"duration": float(s.behaviour)})
@@ -219,7 +219,9 @@ class Scenario:
                 ends[f"t{i}"] = (TaskPhase.SKIPPED, SkipReason.DEPENDENCY)
                 continue
             undo_fails |= s.kind == "weights" and s.behaviour.startswith("undofail")
-            if not s.fails():
+            if s.kind == "notify" and s.behaviour == "none":
+                ends[f"t{i}"] = (TaskPhase.SKIPPED, SkipReason.NOTHING_TO_DO)
+            elif not s.fails():
                 ends[f"t{i}"] = (TaskPhase.DONE, None)
             elif s.on_failure == "continue":
                 blocked.add(i)
@@ -245,7 +247,9 @@ def specs(n_before: int) -> st.SearchStrategy[Spec]:
             Spec,
             kind=st.just(kind),
             behaviour={
-                "notify": st.sampled_from(["ok", "flaky", "fatal", "retry_forever", "hang"]),
+                "notify": st.sampled_from(
+                    ["ok", "flaky", "fatal", "retry_forever", "hang", "none"]
+                ),
                 "delay": st.sampled_from([str(QUICK_DELAY), str(LONG_DELAY)]),
                 "weights": st.sampled_from(
                     ["svc", "flaky-svc", "sick-svc", "undofail-svc", "undofail-sick"]
