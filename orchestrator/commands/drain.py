@@ -19,6 +19,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.activities.drain import DrainCheckInput, drain_forecast
+from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.rebalance_control import require_rebalancer
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params, plan_data, print_plan
@@ -97,6 +98,7 @@ def register(app: typer.Typer) -> None:
         wid = f"drain-{region}"
 
         async def body(client: Client, settings: Settings) -> Any:
+            await check_known(settings, regions=[region])
             fleet = fleet_from_settings(settings)
             check = DrainCheckInput(
                 region=region, workflow_id=wid, target=target, task_queue=settings.task_queue
@@ -141,6 +143,7 @@ def register(app: typer.Typer) -> None:
         wid = f"undrain-{region}"
 
         async def body(client: Client, settings: Settings) -> RunbookReport | None:
+            await check_known(settings, regions=[region])
             # Without the rebalancer the restore's release would wait on nobody: refuse now.
             await require_rebalancer(client, settings, f"undrain {region}")
             return await start_and_follow(client, settings, inp, wid, wait and not as_json)

@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from typer._click.core import Context
 from typer.core import TyperGroup
 
+from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.commands.temporal_call import result_or_query, with_client
 from orchestrator.config import Settings
@@ -128,6 +129,7 @@ def run(
     wid = workflow_id or f"loadtest-{region}-{uuid.uuid4().hex[:8]}"
 
     async def body(client: Client, settings: Settings) -> LoadTestResult | None:
+        await check_known(settings, regions=[region], services=[service])
         handle = await client.start_workflow(
             "LiveLoadTestWorkflow",
             inp,

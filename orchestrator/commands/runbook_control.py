@@ -27,6 +27,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from orchestrator.commands.known import check_known, names_in_runbook
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
 from orchestrator.commands.temporal_call import result_or_query, with_client
@@ -107,6 +108,8 @@ async def start_and_follow(
     client: Client, settings: Settings, inp: RunbookRunInput, workflow_id: str, wait: bool
 ) -> RunbookReport | None:
     """Start the run; with ``wait``, show live per-task progress and return the report."""
+    regions, services = names_in_runbook(inp)
+    await check_known(settings, regions=regions, services=services)
     try:
         handle = await client.start_workflow(
             RUNBOOK_WORKFLOW,

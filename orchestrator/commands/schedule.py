@@ -8,6 +8,7 @@ started at all.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from temporalio.client import (
     ScheduleState,
 )
 
+from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
 from orchestrator.commands.temporal_call import with_client
@@ -82,8 +84,19 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return labels
 
 
-def _create(schedule_id: str, workflow: str, arg: Any, spec: ScheduleSpec, paused: bool) -> None:
+def _create(
+    schedule_id: str,
+    workflow: str,
+    arg: Any,
+    spec: ScheduleSpec,
+    paused: bool,
+    *,
+    regions: list[str],
+    services: Sequence[str] = (),
+) -> None:
     async def body(client: Client, settings: Settings) -> None:
+        # A schedule that names a region the fleet lacks would fail at every firing.
+        await check_known(settings, regions=regions, services=services)
         action = ScheduleActionStartWorkflow(
             workflow, arg, id=schedule_id, task_queue=settings.task_queue
         )
@@ -143,7 +156,9 @@ def create_drill(
         )
     except (OrchestratorError, ValueError) as exc:
         fail(error_reason(exc))
-    _create(schedule_id, DRILL_WORKFLOW, inp, _spec(every, cron, "2d"), paused)
+    _create(
+        schedule_id, DRILL_WORKFLOW, inp, _spec(every, cron, "2d"), paused, regions=list(regions)
+    )
 
 
 @create.command("loadtest")
@@ -168,7 +183,15 @@ def create_loadtest(
         )
     except ValueError as exc:
         fail(error_reason(exc))
-    _create(schedule_id, LOAD_TEST_WORKFLOW, inp, _spec(every, cron, "1d"), paused)
+    _create(
+        schedule_id,
+        LOAD_TEST_WORKFLOW,
+        inp,
+        _spec(every, cron, "1d"),
+        paused,
+        regions=[region],
+        services=[service],
+    )
 
 
 @app.command("list")

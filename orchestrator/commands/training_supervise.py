@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 from temporalio.client import Client
 
+from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, print_json
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.commands.training_control import start_supervisor, supervisor_status
@@ -28,6 +29,7 @@ def supervise(
     """Start the job's supervisor (workflow id `training-<job>`); a running one is kept."""
 
     async def body(client: Client, settings: Settings) -> str:
+        await check_known(settings, jobs=[job])
         options = SupervisorInput(
             job=job, hang_after_s=hang_after_s, poll_s=poll_s, crash_loop_limit=crash_loop_limit
         )
