@@ -16,10 +16,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
-    ActivityError,
     ApplicationError,
-    ChildWorkflowError,
-    is_cancelled_exception,
 )
 from temporalio.workflow import ActivityCancellationType
 
@@ -41,30 +38,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import RunbookKind, Task
-    from orchestrator.runbook.templates import REGISTRY
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
     from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
-    from workflows.runbook_executor import RETRY, TaskFailed, TemplateExecutor
+    from workflows.runbook_executor import RETRY, TemplateExecutor
     from workflows.runbook_failures import RunbookFailures
     from workflows.runbook_steps import (
-        ACTIVITY_FAILURE_PATCH,
         CANCELLATION,
-        CURRENT_STEP,
         RECORDS_PATCH,
         TRUTH_PATCH,
-        NothingToDo,
         admit_drain,
         drain_record,
-        failure_reason,
         restore_records,
     )
+    from workflows.runbook_tasks import RunbookTasks
 
 __all__ = ["RunbookWorkflow"]
 
 
 @workflow.defn
-class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
+class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTasks):
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
         self.inp = inp
@@ -233,134 +226,3 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures):
             return True
         # Continued past, or itself not run for a failure: its dependents cannot run either.
         return self.truthful and dependency.skipped in (SkipReason.CONTINUED, SkipReason.DEPENDENCY)
-
-    async def _run_task(self, task: Task) -> None:
-        state = self.tasks[task.id]
-        state.started_at = workflow.now()
-        watchdog = asyncio.create_task(self._watch(state))
-        if not self.truthful:
-            await self._run_task_unpatched(task, state, watchdog)
-            return
-        try:
-            failure = await self._stages_within_timeout(task, state)
-        except asyncio.CancelledError:
-            watchdog.cancel()  # an abort or another task's rollback: _finish closes it out
-            raise
-        if failure is not None:
-            await self._on_failure(task, state, failure)
-        elif state.phase not in TERMINAL:
-            self._set(task.id, TaskPhase.DONE, "")
-        self._task_ended(state, watchdog)
-
-    async def _stages_within_timeout(self, task: Task, state: TaskState) -> str | None:
-        """Run the task's stages; why it failed, or None.
-
-        Not asyncio.wait_for: on its timeout it re-raises whatever the cancelled stage
-        raised, and a cancelled activity comes back as an ActivityError that looks like an
-        operator's abort, so a timed-out task was left "running" for ever. Here the timeout
-        is the reason whatever the stage was doing, and the stage is stopped (its activity
-        acknowledging the cancel) before on_failure runs.
-        """
-        timeout = task.timeout if isinstance(task.timeout, float) else None
-        stages = asyncio.create_task(self._stages(task, state))
-
-        async def stop() -> None:
-            stages.cancel()
-            await asyncio.gather(stages, return_exceptions=True)
-
-        try:
-            done, _ = await workflow.wait([stages], timeout=timeout)
-        except asyncio.CancelledError:
-            await stop()
-            raise
-        except Exception as exc:  # a timer Temporal cannot set: the task fails, not the run
-            await stop()
-            return f"{type(exc).__name__}: {exc}"
-        if not done:
-            await stop()
-            return f"timed out after {timeout:g}s ({state.phase.value}: {state.message})"
-        try:
-            stages.result()
-        except NothingToDo as nothing:
-            self._skip(task.id, SkipReason.NOTHING_TO_DO, nothing.reason)
-        except TaskFailed as failed:
-            return failed.reason
-        except (ActivityError, ChildWorkflowError) as exc:
-            return failure_reason(exc)
-        except workflow.NondeterminismError:
-            raise
-        except Exception as exc:
-            # Anything else a stage raises (a template this worker does not know, a value
-            # Temporal refuses) fails the task into its on_failure; left to escape, the
-            # task stayed pending and the run "completed" around it.
-            return f"{type(exc).__name__}: {exc}"
-        return None
-
-    async def _run_task_unpatched(
-        self, task: Task, state: TaskState, watchdog: asyncio.Task[None]
-    ) -> None:
-        """How runs started before TRUTH_PATCH ran a task; their histories replay this."""
-        try:
-            timeout = task.timeout if isinstance(task.timeout, float) else None
-            await asyncio.wait_for(self._stages(task, state), timeout=timeout)
-            if state.phase not in TERMINAL:
-                self._set(task.id, TaskPhase.DONE, "")
-        except TaskFailed as failed:
-            await self._on_failure(task, state, failed.reason)
-        except TimeoutError:
-            await self._on_failure(task, state, f"timed out after {task.timeout}s")
-        except (ActivityError, ChildWorkflowError) as exc:
-            if is_cancelled_exception(exc) or not workflow.patched(ACTIVITY_FAILURE_PATCH):
-                self._task_ended(state, watchdog)
-                raise
-            await self._on_failure(task, state, failure_reason(exc))
-        except GeneratorExit:
-            # The worker evicted this run (shutdown, cache pressure): there is no workflow
-            # event loop to record into, and a replay rebuilds the state anyway.
-            raise
-        except BaseException:
-            self._task_ended(state, watchdog)
-            raise
-        self._task_ended(state, watchdog)
-
-    def _task_ended(self, state: TaskState, watchdog: asyncio.Task[None]) -> None:
-        watchdog.cancel()
-        state.finished_at = workflow.now()
-        self.changed = True
-
-    async def _stages(self, task: Task, state: TaskState) -> None:
-        # Each _run_task is its own asyncio task with its own copy of the context.
-        CURRENT_STEP.set(f"{task.id}: pre-check")
-        self._set(task.id, TaskPhase.PRE_CHECK, "")
-        await self._conditions(task, state, task.pre_conditions, "pre-condition")
-        template = REGISTRY[task.template]
-        args = template.validate_args(task.args)
-        points = task.steps.progress() if template.stepped and task.steps else [1.0]
-        state.steps = len(points)
-        for step, point in enumerate(points, start=1):
-            await workflow.wait_condition(lambda: self.paused_by is None or task.id in self.skips)
-            if task.id in self.skips:
-                self._set(task.id, TaskPhase.SKIPPED, f"skipped by {self.skips[task.id].by}")
-                return
-            CURRENT_STEP.set(f"{task.id}: step {step}/{len(points)}")
-            self._set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
-            await self.executor.apply(task, args, state, point, step)
-            state.step = step
-            wait = float(task.wait) if isinstance(task.wait, float) else 0.0
-            if task.gates or step < len(points):
-                await workflow.sleep(wait)
-            if task.gates:
-                await self._gate(task, state, step, wait)
-        CURRENT_STEP.set(f"{task.id}: post-check")
-        self._set(task.id, TaskPhase.POST_CHECK, "")
-        await self._conditions(task, state, task.post_conditions, "post-condition")
-
-    async def _watch(self, state: TaskState) -> None:
-        if state.expected_s is None:
-            return
-        await workflow.sleep(state.expected_s)
-        if state.phase not in TERMINAL:
-            state.stuck = True
-            self._event(
-                f"{state.id}: stuck, running past p75 of earlier runs ({state.expected_s:.0f}s)"
-            )

@@ -26,12 +26,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.runbook.spec import Task
     from workflows.runbook_executor import TaskFailed, TemplateExecutor
-    from workflows.runbook_steps import ACTIVITY_FAILURE_PATCH, CURRENT_STEP, failure_reason
+    from workflows.runbook_legacy import RunbookLegacy
+    from workflows.runbook_steps import CURRENT_STEP, failure_reason
 
 __all__ = ["RunbookFailures"]
 
 
-class RunbookFailures:
+class RunbookFailures(RunbookLegacy):
     """on_failure and rollback over the run state that RunbookWorkflow keeps."""
 
     tasks: dict[str, TaskState]
@@ -134,34 +135,3 @@ class RunbookFailures:
                 CURRENT_STEP.reset(token)
             self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
         return undo_failed
-
-    async def _finish_unpatched(self) -> str:
-        """How runs started before TRUTH_PATCH ended; their histories replay this."""
-        if self.abort is None and self.rollback_reason is None:
-            failed = [t.id for t in self.tasks.values() if t.phase == TaskPhase.FAILED]
-            self.state = "failed" if failed else "completed"
-            return self.state
-        self.state = "rolling_back"
-        why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
-        self._event(f"rolling back: {why}")
-        undo_failed = False
-        for task_id in reversed(self.order):
-            state = self.tasks[task_id]
-            if state.undo is None:
-                continue
-            try:
-                await self.executor.undo(task_id, state.undo)
-            except (ActivityError, ChildWorkflowError, TaskFailed) as exc:
-                if not workflow.patched(ACTIVITY_FAILURE_PATCH):
-                    raise
-                reason = exc.reason if isinstance(exc, TaskFailed) else failure_reason(exc)
-                self._event(f"{task_id}: undo failed, left for an operator: {reason}")
-                self._set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
-                undo_failed = True
-                continue
-            self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
-        if undo_failed:
-            self.state = "rollback_failed"
-        else:
-            self.state = "aborted" if self.abort is not None else "rolled_back"
-        return self.state

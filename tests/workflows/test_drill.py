@@ -70,6 +70,8 @@ async def cli(stack: Stack, *args: str) -> tuple[int, str, str]:
         "HOME": "/nonexistent",
         "TEMPORAL_ADDRESS": stack.client.service_client.config.target_host,
         "ORCHESTRATOR_TASK_QUEUE": stack.task_queue,
+        # the schedule's regions are checked against the fleet before it is created
+        "ORCHESTRATOR_FLEET_URL": stack.lab_url,
     }
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.runbook import RunbookActivities
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TaskPhase
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TaskPhase, runbook_result
 from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook
 from tests.fixtures.temporal import new_worker
 from workflows.runbook import RunbookWorkflow
@@ -41,18 +41,19 @@ class TestNestingDepthAtRunTime:
         worker = new_worker(dev_env.client, [activities.durations], [RunbookWorkflow])
         root_id = f"loop-{uuid.uuid4().hex[:6]}"
         async with worker:
-            report = await dev_env.client.execute_workflow(
+            handle = await dev_env.client.start_workflow(
                 RunbookWorkflow.run,
                 RunbookRunInput(runbook=loop, requested_by="test", nested={"loop": loop}),
                 id=root_id,
                 task_queue=worker.task_queue,
                 result_type=RunbookReport,
             )
+            report = await runbook_result(handle)
             deepest_id = root_id + "/again" * MAX_NESTING_DEPTH
             deepest: WorkflowHandle[Any, RunbookReport] = dev_env.client.get_workflow_handle(
                 deepest_id, result_type=RunbookReport
             )
-            bottom = await deepest.result()
+            bottom = await runbook_result(deepest)
         assert report.outcome == "rolled_back"
         assert bottom.outcome == "rolled_back"
         task = bottom.tasks[0]
