@@ -1,10 +1,10 @@
-"""Chaos benchmark: many worker SIGKILLs per workflow type, a dev-server restart, 30% fleet faults.
+"""Chaos benchmark: many worker SIGKILLs per workflow type, a dev-server SIGKILL, 30% fleet faults.
 
 Each trial is one scenario of ``tests/chaos/harness.py`` on a fresh stack (dev
 server from a ``--db-file``, model lab with faults, ``orchestrator worker`` as a
 subprocess). The full run makes at least 20 kills per workflow type (drain +
-restore, rebalancer epochs, load test, training recovery), restarts the dev
-server once in every drain trial, and keeps 30% of fleet-API calls failing or
+restore, rebalancer epochs, load test, training recovery), SIGKILLs the dev
+server once in every drain trial (and restarts it from its db file), and keeps 30% of fleet-API calls failing or
 timing out throughout. The training trials inject five failures each (GPU
 errors, a host down, a hang, a building power loss) and aim a kill at each
 one's recovery. Trials of one round run at the same time (they mostly wait on

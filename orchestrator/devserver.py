@@ -162,6 +162,13 @@ class DevServer:
         assert self.process is not None
         return self.process.wait()
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a host crash would: nothing flushed, no clean shutdown."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.kill()
+        self.process.wait()
+
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop the server: SIGTERM, then SIGKILL if it does not exit in time."""
         if self.process is None or self.process.poll() is not None:

@@ -4,7 +4,7 @@ One trial = a fresh stack (a Temporal dev server on a ``--db-file`` in a tmp dir
 an in-process lab in model mode with faults on, ``orchestrator worker`` as a
 real subprocess configured only through its environment), a scenario started
 on it, and a seeded monkey that SIGKILLs the worker at random moments and
-starts a new one, optionally restarts the dev server once from its database,
+starts a new one, optionally SIGKILLs the dev server once and restarts it from its database,
 and makes a share of fleet-API calls fail (500) or hang past the worker's
 fleet timeout. When the scenario is over the faults are cleared and the lab's
 audit log and state are checked: no idempotency key applied twice, no logical
@@ -71,7 +71,7 @@ class ChaosPlan:
 
     seed: int
     kills: int = 3
-    #: restart the dev server (from its db file) after this many kills; None: never
+    #: SIGKILL and restart the dev server (from its db file) after this many kills; None: never
     server_restart_after: int | None = None
     #: share of /v1 calls that fail (half answered 500, half hang past the timeout)
     api_fault_rate: float = 0.3
@@ -178,8 +178,9 @@ class ChaosStack:
             (await http.delete("/lab/faults")).raise_for_status()
 
     async def restart_server(self) -> None:
-        """Stop the dev server and start it again on the same port from the same db file."""
-        await asyncio.to_thread(self.server.stop)
+        """SIGKILL the dev server (a crashed host, not a clean stop) and start it again on the
+        same port from the same db file."""
+        await asyncio.to_thread(self.server.kill)
         await asyncio.to_thread(self.server.start, timeout_s=60.0)
 
     async def read(self, probe: Callable[[], Awaitable[T]], tries: int = 40) -> T:
