@@ -266,6 +266,8 @@ async def cli(rig: Rig, *args: str) -> tuple[int, str, str]:
         "HOME": "/nonexistent",
         "TEMPORAL_ADDRESS": rig.client.service_client.config.target_host,
         "ORCHESTRATOR_TASK_QUEUE": rig.queue,
+        # the region and service are checked against the fleet before the test starts
+        "ORCHESTRATOR_FLEET_URL": rig.lab.url,
     }
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
