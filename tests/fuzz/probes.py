@@ -217,14 +217,22 @@ def valid_instances() -> list[dict[str, Any]]:
 
 # --- CLI arguments ----------------------------------------------------------------------
 
-#: commands that, given valid arguments, serve or supervise until stopped: their
-#: bad arguments are fuzzed through options that can only be invalid
 #: Typer's usage-error panel; the message names the option, argument or value
 USAGE = re.compile(
     r"─ Error ─.*\n│ (No such|Missing|Invalid|Got unexpected|Option|Error|Requested)", re.S
 )
 FINDING = re.compile(r"^.+:\d+: \S+: \S")
-SERVING = {("server",), ("worker",), ("lab", "serve"), ("lab", "traffic"), ("triggers", "serve")}
+#: commands that, given valid arguments, serve, supervise or start servers until stopped (the
+#: demo starts a Temporal server, a lab and a worker on fixed ports and runs every scenario):
+#: never drawn, as a valid draw would run them in-process
+SERVING = {
+    ("server",),
+    ("worker",),
+    ("demo",),
+    ("lab", "serve"),
+    ("lab", "traffic"),
+    ("triggers", "serve"),
+}
 
 
 class CliProbe:
