@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint audit demo bench clean
+.PHONY: install test test-fast lint audit demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,6 +18,10 @@ install: $(STAMP)
 test: $(STAMP)
 	scripts/install-system-deps.sh
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Everything that needs no server process (tests/fixtures/tiers.py marks the rest by fixture).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not server" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check orchestrator workflows tests benchmarks loadtests

@@ -60,6 +60,7 @@ class TestStatus:
         assert "error:" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.server  # a lab thread and Locust processes
 class TestTraffic:
     """`orchestrator lab traffic` runs Locust in its own process, spread over the PoPs."""
 

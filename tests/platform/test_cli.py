@@ -29,6 +29,7 @@ def run(
     )
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestWorkerWithoutTemporal:
     """A worker that cannot reach Temporal prints one line naming the address and exits 2."""
 
@@ -49,6 +50,7 @@ class TestWorkerWithoutTemporal:
         )
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestVersion:
     """`version --json` is machine-readable."""
 
@@ -59,6 +61,7 @@ class TestVersion:
         assert set(info) == {"orchestrator", "temporalio", "python"}
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestServer:
     """`orchestrator server` runs the dev server with the project's search attributes, and
     Ctrl-C stops it even when it was started in the background (SIGINT inherited ignored, as
