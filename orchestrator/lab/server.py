@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -23,9 +24,10 @@ def build_app(
     faults: bool = False,
     token: str | None = None,
     seed: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     cfg = config if isinstance(config, LabConfig) else load_config(config)
-    return create_app(cfg, mode=mode, faults=faults, token=token, seed=seed)
+    return create_app(cfg, mode=mode, faults=faults, token=token, seed=seed, clock=clock)
 
 
 def serve(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
