@@ -24,9 +24,10 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not server" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check orchestrator workflows tests benchmarks loadtests
-	$(BIN)/ruff format --check orchestrator workflows tests benchmarks loadtests
+	$(BIN)/ruff check orchestrator workflows testkit tests benchmarks loadtests
+	$(BIN)/ruff format --check orchestrator workflows testkit tests benchmarks loadtests
 	$(BIN)/mypy orchestrator workflows
+	$(BIN)/lint-imports
 
 # Known vulnerabilities in installed dependencies. Not part of lint: the package index this
 # project is built against here serves no advisory data (pip-audit skipped every package

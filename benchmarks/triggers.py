@@ -47,7 +47,7 @@ from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
-from tests.fixtures.ports import free_port  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"

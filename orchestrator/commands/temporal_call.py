@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from orchestrator.commands.output import fail
@@ -20,7 +15,7 @@ from orchestrator.config import Settings
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.temporal import connect
 
-__all__ = ["result_or_query", "with_client"]
+__all__ = ["with_client"]
 
 T = TypeVar("T")
 
@@ -42,14 +37,3 @@ def with_client(body: Callable[[Client, Settings], Awaitable[T]], what: str = "w
         fail(f"refused: {exc.cause}")
     except RPCError as exc:
         fail(f"Temporal refused the request: {exc.message}")
-
-
-async def result_or_query(
-    client: Client, workflow_id: str, result_type: type[Any], query: str, query_type: type[Any]
-) -> Any:
-    """A running workflow's ``query`` answer, or a finished one's result."""
-    handle = client.get_workflow_handle(workflow_id, result_type=result_type)
-    described = await handle.describe()
-    if described.status == WorkflowExecutionStatus.RUNNING:
-        return await handle.query(query, result_type=query_type)
-    return await handle.result()

@@ -12,8 +12,8 @@ import asyncio
 import pytest
 import pytest_asyncio
 
-from tests.chaos.harness import ChaosPlan, TrialResult, run_trial
-from tests.chaos.scenarios import SCENARIOS
+from testkit.chaos.harness import ChaosPlan, TrialResult, run_trial
+from testkit.chaos.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.slow
 

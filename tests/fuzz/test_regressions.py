@@ -20,7 +20,7 @@ from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.policy.taiji import SolverInstance
 from orchestrator.runbook import lint_text
 from orchestrator.temporal import data_converter
-from tests.fuzz.probes import SOLVER_EXAMPLE
+from testkit.fuzz.probes import SOLVER_EXAMPLE
 
 
 def _fails_in_one_line(args: list[str]) -> str:
@@ -129,8 +129,8 @@ class TestCliFuzzNeverStartsServers:
     in-process (the demo: a Temporal server, a lab and a worker for minutes, on fixed ports)."""
 
     def test_no_drawable_command_takes_a_port(self) -> None:
-        from tests.fuzz.probes import SERVING
-        from tests.fuzz.strategies import command_table
+        from testkit.fuzz.probes import SERVING
+        from testkit.fuzz.strategies import command_table
 
         drawable = command_table(app, SERVING)
         with_ports = sorted(
@@ -142,7 +142,7 @@ class TestCliFuzzNeverStartsServers:
         assert ("demo",) not in drawable
 
     def test_every_excluded_command_exists(self) -> None:
-        from tests.fuzz.probes import SERVING
-        from tests.fuzz.strategies import command_table
+        from testkit.fuzz.probes import SERVING
+        from testkit.fuzz.strategies import command_table
 
         assert SERVING - set(command_table(app, set())) == set()

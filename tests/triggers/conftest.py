@@ -7,83 +7,39 @@ run stays open (and repeats are deduplicated) until :func:`finish` approves it.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
-import httpx
 import pytest
 import pytest_asyncio
-from fastapi import FastAPI
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
 from orchestrator.config import Settings
-from orchestrator.contracts.runbook import AlertResolvedInput, ApproveInput, RunbookRunInput
+from orchestrator.contracts.runbook import ApproveInput, RunbookRunInput
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
-from orchestrator.runbook.spec import Runbook
-from orchestrator.triggers.auth import load_credentials
-from orchestrator.triggers.server import create_app
-from orchestrator.triggers.starter import StartFailed, StartRequest, StartResult, TemporalRunStarter
+from orchestrator.triggers.starter import TemporalRunStarter
+from testkit.lab import ROOMY_RPS, lab_config
+from testkit.trigger_payloads import APPROVER
+from testkit.triggers import AUTH, AppClient, MemoryStarter, asgi_client, make_app
 from tests.fixtures.temporal import new_worker
-from tests.triggers.payloads import APPROVER, HMAC_SECRET, TOKEN
-from tests.workflows.conftest import ROOMY_RPS, lab_config
 
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@dataclass
-class MemoryStarter:
-    """Keeps open runs in a dict; ``delay_s`` widens races, ``fail`` simulates Temporal down."""
-
-    delay_s: float = 0.0
-    fail: bool = False
-    open: dict[str, str] = field(default_factory=dict)
-    started: list[StartRequest] = field(default_factory=list)
-    signals: list[tuple[str, AlertResolvedInput]] = field(default_factory=list)
-    history: dict[str, datetime] = field(default_factory=dict)
-
-    async def start(self, request: StartRequest) -> StartResult:
-        await asyncio.sleep(self.delay_s)
-        if self.fail:
-            raise StartFailed("temporal refused to start: UNAVAILABLE: test")
-        if request.workflow_id in self.open:
-            run_id = self.open[request.workflow_id]
-            return StartResult(workflow_id=request.workflow_id, run_id=run_id, started=False)
-        run_id = uuid.uuid4().hex
-        self.open[request.workflow_id] = run_id
-        self.started.append(request)
-        return StartResult(workflow_id=request.workflow_id, run_id=run_id, started=True)
-
-    async def signal_resolved(self, workflow_id: str, signal: AlertResolvedInput) -> str | None:
-        run_id = self.open.pop(workflow_id, None)
-        if run_id is not None:
-            self.signals.append((workflow_id, signal))
-        return run_id
-
-    async def open_run(self, workflow_id: str) -> str | None:
-        return self.open.get(workflow_id)
-
-    async def last_start(self, runbook: str, since: datetime) -> datetime | None:
-        found = self.history.get(runbook)
-        return found if found is not None and found >= since else None
-
-
-AppClient = Callable[..., Awaitable[httpx.AsyncClient]]
-
-
-def asgi_client(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://triggers")
-
-
-def make_app(runbooks: list[Runbook], starter: object) -> FastAPI:
-    creds = load_credentials(token=TOKEN, hmac_secret=HMAC_SECRET)
-    return create_app(runbooks, starter, creds)  # type: ignore[arg-type]
+__all__ = [
+    "AUTH",
+    "AppClient",
+    "MemoryStarter",
+    "TemporalStack",
+    "asgi_client",
+    "finish",
+    "make_app",
+    "started_with",
+    "temporal_stack",
+    "unique",
+]
 
 
 @dataclass

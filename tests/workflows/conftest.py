@@ -28,10 +28,13 @@ from temporalio.worker import Worker
 from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.lab.config import LabConfig, load_config
+from orchestrator.lab.config import LabConfig
 from orchestrator.lab.memory import URL, MemoryFleet
 from orchestrator.lab.server import LabThread, build_app
+from testkit.lab import ROOMY_RPS, lab_config
 from tests.fixtures.temporal import new_worker
+
+__all__ = ["ROOMY_RPS", "Stack", "clock_stack", "fleet_config", "lab_config", "model_lab", "stack"]
 
 
 @dataclass
@@ -55,15 +58,6 @@ class Stack:
         if isinstance(self.fleet, MemoryFleet):
             return self.fleet.http()
         return httpx.AsyncClient(base_url=self.lab_url)
-
-
-#: edge demand low enough that two regions take the third's load under 75%, so the drain
-#: capacity check lets a drain of any one region start (the default demand leaves no room)
-ROOMY_RPS = 120.0
-
-
-def lab_config(**changes: Any) -> LabConfig:
-    return load_config(None).model_copy(update=changes)
 
 
 @pytest.fixture

@@ -23,8 +23,9 @@ from orchestrator.lab.server import LabThread, build_app
 from orchestrator.models import RoutingWrite
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook
+from testkit.lab import ROOMY_RPS, lab_config
 from tests.fixtures.temporal import new_worker, start_time_skipping
-from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
+from tests.workflows.conftest import Stack
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 

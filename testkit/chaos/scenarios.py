@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.chaos.harness import Scenario
-from tests.chaos.traffic_scenarios import DrainRestore, LoadTest, RebalanceEpochs
-from tests.chaos.training_scenario import TrainingRecovery
+from testkit.chaos.harness import Scenario
+from testkit.chaos.traffic_scenarios import DrainRestore, LoadTest, RebalanceEpochs
+from testkit.chaos.training_scenario import TrainingRecovery
 
 __all__ = ["SCENARIOS"]
 

@@ -1,7 +1,7 @@
 """Chaos scenarios of the traffic workflows: the rebalancer, a region drain + restore, a load test.
 
-Each is a :class:`~tests.chaos.harness.Scenario`; they are registered in
-:mod:`tests.chaos.scenarios`.
+Each is a :class:`~testkit.chaos.harness.Scenario`; they are registered in
+:mod:`testkit.chaos.scenarios`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from tests.chaos.harness import (
+from testkit.chaos.harness import (
     ROOT,
     ChaosStack,
     Scenario,

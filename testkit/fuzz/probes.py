@@ -39,7 +39,7 @@ from orchestrator.commands.output import error_reason
 from orchestrator.exceptions import Infeasible, PolicyError, RunbookError
 from orchestrator.policy.taiji import SolverInstance, SolverResult, solve
 from orchestrator.runbook import Finding, RunbookInvalid, load_runbook
-from tests.fixtures.ports import free_port
+from testkit.ports import free_port
 
 __all__ = [
     "REPO",

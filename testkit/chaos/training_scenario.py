@@ -47,7 +47,7 @@ from orchestrator.contracts.training_supervisor import (
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
 from orchestrator.models import AuditEntry
-from tests.chaos.harness import ChaosPlan, ChaosStack, Scenario, repeated_changes
+from testkit.chaos.harness import ChaosPlan, ChaosStack, Scenario, repeated_changes
 
 __all__ = ["FAULTS", "TrainingRecovery", "training_problems"]
 
@@ -116,7 +116,7 @@ class TrainingRecovery(Scenario):
         await asyncio.sleep(rng.uniform(0.0, 2.5))
 
     async def run(self, stack: ChaosStack) -> None:
-        from orchestrator.commands.training_control import start_supervisor
+        from orchestrator.clients.training import start_supervisor
 
         deadline = time.monotonic() + self.limit_s
         stack.notes["injected"] = []
