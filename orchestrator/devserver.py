@@ -12,12 +12,12 @@ import contextlib
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.exceptions import ConfigError, TemporalUnreachable
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from orchestrator.waiting import wait_until
 
 __all__ = ["DevServer", "port_is_free"]
 
@@ -89,20 +89,19 @@ class DevServer:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = (
-                    self.process.stderr.read().decode(errors="replace")
-                    if self.process.stderr
-                    else ""
-                )
+        process = self.process
+
+        def alive() -> None:
+            if process.poll() is not None:
+                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
                 raise TemporalUnreachable(
-                    self.address, f"dev server exited with {self.process.returncode}: {err[-300:]}"
+                    self.address, f"dev server exited with {process.returncode}: {err[-300:]}"
                 )
-            if asyncio.run(self._answers()):
-                return
-            time.sleep(0.2)
+
+        if wait_until(
+            lambda: asyncio.run(self._answers()), timeout_s=timeout_s, interval_s=0.2, alive=alive
+        ):
+            return
         self.stop()
         raise TemporalUnreachable(self.address, f"dev server not ready within {timeout_s:.0f}s")
 

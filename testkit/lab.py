@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess as sp
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import LabConfig, load_config
 from orchestrator.lab.runtime import LabRuntime
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.waiting import exited, http_ok, wait_until
 from testkit.ports import free_port
 
 __all__ = ["ROOMY_RPS", "Mode", "RunningLab", "lab_config", "launch_lab"]
@@ -81,17 +81,9 @@ class RunningLab:
 
 
 def _wait_healthy(url: str, process: sp.Popen[bytes] | None, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"lab exited with status {process.returncode} before answering")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"lab at {url} did not answer /healthz within {timeout_s:g}s")
+    alive = None if process is None else exited(process, "the lab")
+    if not wait_until(lambda: http_ok(f"{url}/healthz"), timeout_s=timeout_s, alive=alive):
+        raise RuntimeError(f"lab at {url} did not answer /healthz within {timeout_s:g}s")
 
 
 def launch_lab(

@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from orchestrator.devserver import DevServer, port_is_free
 from orchestrator.exceptions import OrchestratorError
+from orchestrator.waiting import http_ok, wait_until
 
 __all__ = ["DemoError", "DemoPorts", "DemoStack"]
 
@@ -142,14 +141,10 @@ class DemoStack:
         self.children.append(_Child(name, process, path))
 
     def _wait_http(self, url: str, what: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.check_alive()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.2)
-        raise DemoError(f"{what} did not answer {url} within {timeout_s:g}s")
+        if not wait_until(
+            lambda: http_ok(url), timeout_s=timeout_s, interval_s=0.2, alive=self.check_alive
+        ):
+            raise DemoError(f"{what} did not answer {url} within {timeout_s:g}s")
 
     def stop(self) -> list[str]:
         """Stop every child (newest first) and the server; the names of any left running."""

@@ -5,13 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.devserver import port_is_free
 from orchestrator.temporal import binary_path
+from orchestrator.waiting import wait_until
 from tests.fixtures.ports import free_port
 
 ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
@@ -111,8 +111,9 @@ class TestServer:
 
 
 def _wait_for_attributes(port: int) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    listing: list[str] = []
+
+    def listed() -> bool:
         done = subprocess.run(
             [
                 binary_path("temporal"),
@@ -126,10 +127,12 @@ def _wait_for_attributes(port: int) -> str:
             text=True,
             timeout=20,
         )
-        if done.returncode == 0:
-            return done.stdout
-        time.sleep(0.3)
-    pytest.fail("dev server did not answer within 30 s")
+        listing.append(done.stdout)
+        return done.returncode == 0
+
+    if not wait_until(listed, timeout_s=30, interval_s=0.3):
+        pytest.fail("dev server did not answer within 30 s")
+    return listing[-1]
 
 
 class TestEntryPoint:
