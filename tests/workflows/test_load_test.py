@@ -1,11 +1,9 @@
-"""LiveLoadTestWorkflow with a real rebalancer and the lab's fleet API.
+"""LiveLoadTestWorkflow through a real Temporal dev server, a real rebalancer and the lab.
 
-The lab runs in model mode (loads computed from demand and routing); everything else is
-the production path: the pin goes through the rebalancer's Update, its urgent epoch
-publishes the table, and the load test reads health from the lab's fleet API. ``rig``
-runs it on Temporal's time-skipping server against a MemoryFleet, so no window, epoch or
-settle time is waited for in real time; ``cli_rig`` (the console command) uses the dev
-server and a lab on a port, which a process can reach.
+The lab runs in model mode (loads computed from demand and routing) so a window
+can be half a second; everything else is the production path: the pin goes
+through the rebalancer's Update, its urgent epoch publishes the table, and the
+load test reads health from the lab's fleet API.
 """
 
 from __future__ import annotations
@@ -15,13 +13,11 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -40,10 +36,9 @@ from orchestrator.contracts.load_test import (
 )
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus, SetOverrideInput
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.lab.memory import MemoryFleet
 from orchestrator.policy.health_metrics import Band, default_lab_metrics
 from orchestrator.temporal import RUN_KIND
-from tests.fixtures.lab import LabFactory
+from tests.fixtures.lab import LabFactory, RunningLab
 from tests.fixtures.temporal import new_worker
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -58,38 +53,29 @@ MAX_UTILIZATION = 0.9
 class Rig:
     client: Client
     fleet: HttpFleet
+    lab: RunningLab
     queue: str
     rebalancer: WorkflowHandle[Any, Any]
-    #: a client for the lab's own routes (/lab/truth, /lab/faults); the caller closes it
-    lab_http: Callable[[], httpx.AsyncClient]
-    #: lets workflow time pass (skipped on the time-skipping server)
-    sleep: Callable[[float], Awaitable[None]]
 
 
-async def until(
-    probe: Callable[[], Any],
-    predicate: Callable[[Any], bool],
-    within: float,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    every: float = 0.1,
-) -> Any:
-    for _ in range(int(within / every)):
+async def until(probe: Callable[[], Any], predicate: Callable[[Any], bool], within: float) -> Any:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
         value = await probe()
         if predicate(value):
             return value
-        await sleep(every)
-    pytest.fail(f"condition not reached within {within:g}s; last: {value}")
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"condition not reached within {within:g}s; last: {value}")
+        await asyncio.sleep(0.1)
 
 
-@asynccontextmanager
-async def running_rig(
-    client: Client,
-    fleet: HttpFleet,
-    lab_http: Callable[[], httpx.AsyncClient],
-    sleep: Callable[[float], Awaitable[None]],
-) -> AsyncIterator[Rig]:
-    """A worker whose override activities talk to this test's rebalancer, and that
-    rebalancer converged (its last epochs changed nothing)."""
+@pytest_asyncio.fixture
+async def rig(dev_env: WorkflowEnvironment, start_lab: LabFactory) -> AsyncIterator[Rig]:
+    """A model lab with faults, a worker whose override activities talk to this test's
+    rebalancer, and that rebalancer converged (its last epochs changed nothing)."""
+    lab = await start_lab(mode="model", faults=True)
+    fleet = lab.fleet()
+    client = dev_env.client
     rebalancer_id = f"rebalancer-{uuid.uuid4().hex[:8]}"
     overrides = OverrideActivities(client, rebalancer_id)
     rebalance = RebalanceActivities(fleet)
@@ -116,29 +102,9 @@ async def running_rig(
         def converged(s: RebalancerStatus) -> bool:
             return len(s.epochs) >= 3 and all(e.outcome == "unchanged" for e in s.epochs[-2:])
 
-        status = lambda: handle.query(TrafficRebalanceWorkflow.status)  # noqa: E731
-        await until(status, converged, 40, sleep, every=0.5)
-        yield Rig(client, fleet, queue, handle, lab_http, sleep)
+        await until(lambda: handle.query(TrafficRebalanceWorkflow.status), converged, 40)
+        yield Rig(client, fleet, lab, queue, handle)
         await handle.terminate("test over")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def rig(time_env: WorkflowEnvironment) -> AsyncIterator[Rig]:
-    """On Temporal's clock, against the default lab (model mode, faults on) in memory."""
-    fleet = MemoryFleet(faults=True)
-    try:
-        async with running_rig(time_env.client, fleet, fleet.http, time_env.sleep) as r:
-            yield r
-    finally:
-        await fleet.aclose()
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def cli_rig(dev_env: WorkflowEnvironment, start_lab: LabFactory) -> AsyncIterator[Rig]:
-    """On the dev server, against the default lab on a port: the console command reaches both."""
-    lab = await start_lab(mode="model", faults=True)
-    async with running_rig(dev_env.client, lab.fleet(), lab.http, asyncio.sleep) as r:
-        yield r
 
 
 async def start(rig: Rig, **changes: Any) -> WorkflowHandle[LiveLoadTestWorkflow, LoadTestResult]:
@@ -162,9 +128,9 @@ def progress_of(handle: WorkflowHandle[Any, Any]) -> Callable[[], Any]:
     return lambda: handle.query(LiveLoadTestWorkflow.progress)
 
 
-async def true_limit(rig: Rig) -> float:
+async def true_limit(lab: RunningLab) -> float:
     """The load where utilization reaches its NOMORE threshold, from the lab's ground truth."""
-    async with rig.lab_http() as http:
+    async with lab.http() as http:
         truth = (await http.get("/lab/truth")).json()
     return MAX_UTILIZATION * truth["effective_capacity_rps"][REGION]["web"]
 
@@ -178,7 +144,7 @@ class TestFindsCapacity:
         result = await handle.result()
 
         assert result.outcome == "stopped", result.reason
-        truth = await true_limit(rig)
+        truth = await true_limit(rig.lab)
         assert abs(result.estimate.load - truth) / truth < 0.05
         assert result.bottleneck_key == "utilization"
         assert result.capacity_ratio == pytest.approx(result.estimate.load / 75.0)
@@ -221,11 +187,11 @@ class TestBackoff:
         before = await rig.fleet.routing()
         metrics = default_lab_metrics(REGION, p99_slo_ms=1000.0, window_s=1.5)
         handle = await start(rig, metrics=metrics, window_s=1.5)
-        await until(progress_of(handle), lambda p: p.steps >= 1, 30, rig.sleep)
-        async with rig.lab_http() as http:
+        await until(progress_of(handle), lambda p: p.steps >= 1, 30)
+        async with rig.lab.http() as http:
             await http.post("/lab/faults", json={"error_rate": {REGION: 0.2}})
         result = await handle.result()
-        async with rig.lab_http() as http:
+        async with rig.lab.http() as http:
             await http.delete("/lab/faults")
 
         assert result.outcome == "backoff", result.reason
@@ -246,10 +212,7 @@ class TestAbort:
         before = await rig.fleet.routing()
         handle = await start(rig, window_s=3.0, max_steps=30)
         progress = await until(
-            progress_of(handle),
-            lambda p: p.steps >= 1 and p.current_share is not None,
-            30,
-            rig.sleep,
+            progress_of(handle), lambda p: p.steps >= 1 and p.current_share is not None, 30
         )
         table = await rig.fleet.routing()
         assert routing_difference(table, before.fractions) > 0.01, "the pin moved no traffic"
@@ -310,19 +273,19 @@ async def cli(rig: Rig, *args: str) -> tuple[int, str, str]:
 class TestCli:
     """`orchestrator loadtest REGION --wait` runs a test; `report ID` shows it; errors are one line."""
 
-    async def test_run_and_report(self, cli_rig: Rig) -> None:
+    async def test_run_and_report(self, rig: Rig) -> None:
         common = ["--window", "0.5", "--settle", "0", "-m", "utilization=0.9", "-m", "p99_ms=400"]
-        code, out, err = await cli(cli_rig, "loadtest", REGION, *common, "--id", "lt-cli", "--wait")
+        code, out, err = await cli(rig, "loadtest", REGION, *common, "--id", "lt-cli", "--wait")
         assert code == 0, err
         assert "step  0" in out and "capacity estimate" in out and "routing restored: yes" in out
-        code, out, err = await cli(cli_rig, "loadtest", "report", "lt-cli", "--json")
+        code, out, err = await cli(rig, "loadtest", "report", "lt-cli", "--json")
         assert code == 0, err
         report = json.loads(out)
         assert report["outcome"] == "stopped" and report["routing_restored"] is True
         assert {r["key"] for r in report["history"][0]["readings"]} == {"utilization", "p99_ms"}
 
-    async def test_report_of_unknown_id_is_one_line(self, cli_rig: Rig) -> None:
-        code, out, err = await cli(cli_rig, "loadtest", "report", "no-such-test")
+    async def test_report_of_unknown_id_is_one_line(self, rig: Rig) -> None:
+        code, out, err = await cli(rig, "loadtest", "report", "no-such-test")
         assert code != 0
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
 
