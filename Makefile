@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LOCK := constraints.txt
 LOCK_VENV := .venv-lock
 
-.PHONY: install lock test lint audit demo bench clean
+.PHONY: install lock test test-fast lint audit demo bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,10 +38,15 @@ test: $(STAMP)
 	scripts/install-system-deps.sh
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# Everything that needs no server process (tests/fixtures/tiers.py marks the rest by fixture).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not server" $(PYTEST_ARGS)
+
 lint: $(STAMP)
-	$(BIN)/ruff check orchestrator workflows tests benchmarks loadtests
-	$(BIN)/ruff format --check orchestrator workflows tests benchmarks loadtests
+	$(BIN)/ruff check orchestrator workflows testkit tests benchmarks loadtests
+	$(BIN)/ruff format --check orchestrator workflows testkit tests benchmarks loadtests
 	$(BIN)/mypy orchestrator workflows
+	$(BIN)/lint-imports
 
 # Known vulnerabilities in installed dependencies. Not part of lint: the package index this
 # project is built against here serves no advisory data (pip-audit skipped every package

@@ -10,10 +10,9 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+from orchestrator.waiting import http_ok, wait_until
 
 #: the orchestrator CLI in this interpreter, for ``lab serve`` and ``lab traffic``
 CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
@@ -55,12 +54,5 @@ def spawn_lab(
 
 def wait_healthy(url: str, timeout_s: float = 30.0) -> None:
     """Until ``GET /healthz`` answers 200; RuntimeError naming the URL after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"lab on {url} did not start")
+    if not wait_until(lambda: http_ok(f"{url}/healthz"), timeout_s=timeout_s, interval_s=0.2):
+        raise RuntimeError(f"lab on {url} did not start")

@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.chaos.harness import ChaosPlan, TrialResult, run_trial  # noqa: E402
-from tests.chaos.scenarios import FAULT_CLASSES, SCENARIOS  # noqa: E402
+from testkit.chaos.harness import ChaosPlan, TrialResult, run_trial  # noqa: E402
+from testkit.chaos.scenarios import FAULT_CLASSES, SCENARIOS  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "chaos.json"
 

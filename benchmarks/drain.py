@@ -69,9 +69,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
+from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, runbook_result
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.models import HealthReport

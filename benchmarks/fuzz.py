@@ -46,8 +46,7 @@ from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.lab.server import LabThread, build_app  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path, data_converter  # noqa: E402
 from orchestrator.triggers.starter import TemporalRunStarter  # noqa: E402
-from tests.fixtures.temporal import new_worker  # noqa: E402
-from tests.fuzz.campaign import (  # noqa: E402
+from testkit.fuzz.campaign import (  # noqa: E402
     BOUNDARIES,
     JUNK,
     TARGETED,
@@ -55,8 +54,8 @@ from tests.fuzz.campaign import (  # noqa: E402
     sample,
     trigger_requests,
 )
-from tests.fuzz.probes import RunbookProbe, SolverProbe, valid_instances, valid_runbooks  # noqa: E402
-from tests.fuzz.probes_http import (  # noqa: E402
+from testkit.fuzz.probes import RunbookProbe, SolverProbe, valid_instances, valid_runbooks  # noqa: E402
+from testkit.fuzz.probes_http import (  # noqa: E402
     VALID_ALERTS,
     VALID_MANUAL,
     LabProbe,
@@ -64,9 +63,10 @@ from tests.fuzz.probes_http import (  # noqa: E402
     auth_headers,
     body_bytes,
 )
-from tests.triggers.conftest import asgi_client, make_app  # noqa: E402
-from tests.triggers.payloads import runbook  # noqa: E402
-from tests.workflows.conftest import lab_config  # noqa: E402
+from testkit.lab import lab_config  # noqa: E402
+from testkit.temporal import new_worker  # noqa: E402
+from testkit.trigger_payloads import runbook  # noqa: E402
+from testkit.triggers import asgi_client, make_app  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "chaos.json"
 SECTION = "bad_input"

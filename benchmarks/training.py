@@ -37,7 +37,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
-from orchestrator.commands.training_control import start_supervisor, wait_for_supervisor
+from orchestrator.clients.training import start_supervisor, wait_for_supervisor
 from orchestrator.config import Settings
 from orchestrator.contracts.training import JobState
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus

@@ -42,7 +42,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -55,8 +54,9 @@ from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
 from orchestrator.triggers.boundary import HEADER_TIMEOUT_S  # noqa: E402
+from orchestrator.waiting import http_ok_async, wait_until_async  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
-from tests.fixtures.ports import free_port  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"
@@ -84,16 +84,8 @@ triggers:
 
 
 async def _wait_http(url: str, timeout_s: float) -> None:
-    async with httpx.AsyncClient(timeout=1.0) as http:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                if (await http.get(url)).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.2)
-    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+    if not await wait_until_async(lambda: http_ok_async(url), timeout_s=timeout_s, interval_s=0.2):
+        raise TimeoutError(f"{url} did not answer within {timeout_s}s")
 
 
 def _read_stats(prefix: Path, stderr: str) -> tuple[dict[str, str], dict[str, int]]:

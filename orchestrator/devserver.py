@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -28,6 +27,7 @@ from typing import IO
 from orchestrator.exceptions import ConfigError, TemporalUnreachable
 from orchestrator.processes import spawn
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from orchestrator.waiting import wait_until
 
 __all__ = ["DevServer", "port_is_free"]
 
@@ -113,17 +113,20 @@ class DevServer:
                 daemon=True,
             )
             self._drainer.start()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self.process.wait()
+        process = self.process
+
+        def alive() -> None:
+            if process.poll() is not None:
+                process.wait()
                 raise TemporalUnreachable(
                     self.address,
-                    f"dev server exited with {self.process.returncode}: {self.output_tail()}",
+                    f"dev server exited with {process.returncode}: {self.output_tail()}",
                 )
-            if asyncio.run(self._answers()):
-                return
-            time.sleep(0.2)
+
+        if wait_until(
+            lambda: asyncio.run(self._answers()), timeout_s=timeout_s, interval_s=0.2, alive=alive
+        ):
+            return
         self.stop()
         raise TemporalUnreachable(self.address, f"dev server not ready within {timeout_s:.0f}s")
 

@@ -3,4 +3,6 @@
 pytest_plugins: list[str] = [
     "tests.fixtures.temporal",
     "tests.fixtures.lab",
+    "tests.fixtures.tiers",
+    "pytester",  # tests/platform/test_tiers.py runs pytest on small test files
 ]

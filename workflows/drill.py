@@ -19,13 +19,9 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.drill import DrillActivities
     from orchestrator.activities.fleet_reads import FleetReadActivities
+    from orchestrator.clients.runbook_runs import report_of
     from orchestrator.contracts.drill import BlockingInput, DrillInput, DrillResult, HistoryInput
-    from orchestrator.contracts.runbook import (
-        RunbookReport,
-        RunbookRunInput,
-        TriggerContext,
-        report_of,
-    )
+    from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TriggerContext
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES, RunbookError
     from orchestrator.models import RegionStatus
     from orchestrator.policy.drill import blocking_window, least_recently_drained

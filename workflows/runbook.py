@@ -23,6 +23,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import DurationsInput, RunbookActivities
+    from orchestrator.clients.runbook_runs import run_failure
     from orchestrator.contracts.runbook import (
         TERMINAL,
         ApproveInput,
@@ -34,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         TaskControlInput,
         TaskPhase,
         TaskState,
-        run_failure,
     )
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import RunbookKind, Task

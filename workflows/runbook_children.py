@@ -19,6 +19,7 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.clients.runbook_runs import report_of
     from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
     from orchestrator.contracts.runbook import (
         RUNBOOK_WORKFLOW,
@@ -26,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
         RunbookRunInput,
         TaskState,
         Undo,
-        report_of,
     )
     from orchestrator.exceptions import OrchestratorError
     from orchestrator.runbook.params import bind

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 from temporalio.client import Client
 
-from orchestrator.activities.drain import DrainCheckInput, drain_forecast
+from orchestrator.clients.drains import drain_forecast
 from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.rebalance_control import require_rebalancer
@@ -34,6 +34,7 @@ from orchestrator.commands.runbook_control import (
 )
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
+from orchestrator.contracts.drain import DrainCheckInput
 from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast

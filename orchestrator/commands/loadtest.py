@@ -24,9 +24,10 @@ from temporalio.service import RPCError
 from typer._click.core import Context
 from typer.core import TyperGroup
 
+from orchestrator.clients.reads import result_or_query
 from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
-from orchestrator.commands.temporal_call import result_or_query, with_client
+from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import (
     AbortInput,

@@ -27,10 +27,12 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from orchestrator.clients.reads import result_or_query
+from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.commands.known import check_known, names_in_runbook
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
-from orchestrator.commands.temporal_call import result_or_query, with_client
+from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import (
     RUNBOOK_WORKFLOW,
@@ -41,7 +43,6 @@ from orchestrator.contracts.runbook import (
     RunbookStatus,
     TaskControlInput,
     TaskState,
-    runbook_result,
 )
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.runbook import load_runbook, nested_runbooks

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowUpdateFailedError,
 )
@@ -18,11 +17,10 @@ from temporalio.service import RPCError
 from orchestrator.commands.output import fail
 from orchestrator.commands.platform import settings_or_exit
 from orchestrator.config import Settings
-from orchestrator.contracts.runbook import report_of
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.temporal import connect
 
-__all__ = ["real_cause", "result_or_query", "with_client"]
+__all__ = ["real_cause", "with_client"]
 
 T = TypeVar("T")
 
@@ -64,21 +62,3 @@ def with_client(body: Callable[[Client, Settings], Awaitable[T]], what: str = "w
         fail(f"refused: {real_cause(exc)}")
     except RPCError as exc:
         fail(f"Temporal refused the request: {exc.message}")
-
-
-async def result_or_query(
-    client: Client, workflow_id: str, result_type: type[Any], query: str, query_type: type[Any]
-) -> Any:
-    """A running workflow's ``query`` answer, or a finished one's result."""
-    handle = client.get_workflow_handle(workflow_id, result_type=result_type)
-    described = await handle.describe()
-    if described.status == WorkflowExecutionStatus.RUNNING:
-        return await handle.query(query, result_type=query_type)
-    try:
-        return await handle.result()
-    except WorkflowFailureError as exc:
-        # A runbook run that did not complete failed with its report attached.
-        report = report_of(exc)
-        if report is None:
-            raise
-        return report

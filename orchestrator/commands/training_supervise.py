@@ -6,10 +6,10 @@ import typer
 from rich.table import Table
 from temporalio.client import Client
 
+from orchestrator.clients.training import start_supervisor, supervisor_status
 from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, print_json
 from orchestrator.commands.temporal_call import with_client
-from orchestrator.commands.training_control import start_supervisor, supervisor_status
 from orchestrator.config import Settings
 from orchestrator.contracts.training_supervisor import (
     SupervisorInput,

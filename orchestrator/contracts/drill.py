@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
+from orchestrator.policy.drill import DAYS, BlockedWindow
 from orchestrator.runbook.spec import Runbook
 
 __all__ = [
@@ -25,31 +26,6 @@ __all__ = [
 ]
 
 DRILL_WORKFLOW = "DrillWorkflow"
-DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-
-
-class BlockedWindow(BaseModel):
-    """No drill starts inside this UTC window; ``end`` before ``start`` crosses midnight."""
-
-    model_config = {"extra": "forbid"}
-
-    start: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, UTC")
-    end: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$|^24:00$", description="HH:MM, UTC")
-    #: the days (of the window's start) it applies on; empty means every day
-    days: list[str] = Field(default_factory=list)
-
-    @field_validator("days")
-    @classmethod
-    def _days(cls, value: list[str]) -> list[str]:
-        days = [d.strip().lower()[:3] for d in value]
-        bad = [d for d in days if d not in DAYS]
-        if bad:
-            raise ValueError(f"unknown day(s) {', '.join(bad)} (use {', '.join(DAYS)})")
-        return days
-
-    def describe(self) -> str:
-        days = ",".join(self.days) + " " if self.days else ""
-        return f"{days}{self.start}-{self.end} UTC"
 
 
 class DrillInput(BaseModel):

@@ -12,9 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
-from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import ApplicationError
+from pydantic import BaseModel, Field
 
 from orchestrator.runbook.spec import Runbook, RunMode
 
@@ -37,9 +35,6 @@ __all__ = [
     "RunbookRunInput",
     "TriggerContext",
     "override_owner",
-    "report_of",
-    "run_failure",
-    "runbook_result",
     "runbook_workflow_id",
     "task_table",
     "unfinished",
@@ -277,29 +272,6 @@ def why_not_completed(tasks: list[TaskState]) -> list[str]:
 RUN_NOT_COMPLETED = "RunNotCompleted"
 
 
-def run_failure(report: RunbookReport, why: str) -> ApplicationError:
-    """The error a run that did not complete ends with; its report rides in the details."""
-    return ApplicationError(
-        f"{report.runbook} {report.outcome}: {why}",
-        report.model_dump(mode="json"),
-        type=RUN_NOT_COMPLETED,
-        non_retryable=True,
-    )
-
-
-def report_of(exc: BaseException | None) -> RunbookReport | None:
-    """The report a failed run carries (see :func:`run_failure`), wherever it sits in the
-    cause chain of a client's or a parent workflow's error; None if it carries none."""
-    while exc is not None:
-        if isinstance(exc, ApplicationError) and exc.type == RUN_NOT_COMPLETED and exc.details:
-            try:
-                return RunbookReport.model_validate(exc.details[0])
-            except ValidationError:
-                return None
-        exc = exc.__cause__ if exc.__cause__ is not None else getattr(exc, "cause", None)
-    return None
-
-
 def task_table(runbook: str, mode: str, state: str, tasks: Iterable[TaskState]) -> str:
     """A run's tasks as Temporal markdown, for the workflow's current details."""
     tasks = list(tasks)
@@ -315,15 +287,3 @@ def task_table(runbook: str, mode: str, state: str, tasks: Iterable[TaskState]) 
         message = t.message.replace("|", "/").replace("\n", " ")[:200]
         rows.append(f"| {t.id} | {t.phase.value} | {step} | {message} |")
     return "\n".join(rows)
-
-
-async def runbook_result(handle: WorkflowHandle[Any, Any]) -> RunbookReport:
-    """A run's report, whether it completed or failed with its report attached."""
-    try:
-        result = await handle.result()
-    except WorkflowFailureError as exc:
-        report = report_of(exc)
-        if report is None:
-            raise
-        return report
-    return RunbookReport.model_validate(result) if isinstance(result, dict) else result

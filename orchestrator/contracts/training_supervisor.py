@@ -18,6 +18,7 @@ from orchestrator.policy.recovery_models import (
 )
 
 __all__ = [
+    "SUPERVISOR_WORKFLOW",
     "FailureKind",
     "FailureRecord",
     "RecoveryInput",
@@ -28,6 +29,10 @@ __all__ = [
     "WatchMode",
     "supervisor_id",
 ]
+
+
+#: the workflow type a client starts (workflows/training_supervisor.py defines it)
+SUPERVISOR_WORKFLOW = "TrainingJobSupervisorWorkflow"
 
 
 def supervisor_id(job: str) -> str:

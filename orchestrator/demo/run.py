@@ -29,6 +29,7 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.reports import write_report
 from orchestrator.temporal import data_converter
+from orchestrator.waiting import wait_until
 
 __all__ = ["DemoOptions", "demo_lab_config", "run_demo"]
 
@@ -164,15 +165,16 @@ async def _reports(client: Client, row: ScenarioSummary, folder: Path) -> list[s
 
 def _wait_for_health(stack: DemoStack, timeout_s: float = 60.0) -> None:
     """Until every region reports utilization: the rebalancer trusts only complete inputs."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        stack.check_alive()
+
+    def every_region_reports() -> bool:
         response = httpx.get(f"{stack.lab_url}/v1/health", timeout=5.0)
         regions = response.json().get("regions", []) if response.status_code == 200 else []
-        if regions and all(r.get("utilization") is not None for r in regions):
-            return
-        time.sleep(0.5)
-    raise DemoError(f"the lab reported no health for every region within {timeout_s:g}s")
+        return bool(regions) and all(r.get("utilization") is not None for r in regions)
+
+    if not wait_until(
+        every_region_reports, timeout_s=timeout_s, interval_s=0.5, alive=stack.check_alive
+    ):
+        raise DemoError(f"the lab reported no health for every region within {timeout_s:g}s")
 
 
 def run_demo(options: DemoOptions) -> int:

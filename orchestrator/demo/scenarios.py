@@ -19,15 +19,11 @@ from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from orchestrator.commands.training_control import start_supervisor, wait_for_supervisor
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.clients.training import start_supervisor, wait_for_supervisor
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
-from orchestrator.contracts.runbook import (
-    RunbookReport,
-    RunbookRunInput,
-    RunbookStatus,
-    runbook_result,
-)
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, RunbookStatus
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
 from orchestrator.demo.stack import DemoError
 from orchestrator.fleet.http import HttpFleet

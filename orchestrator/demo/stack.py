@@ -9,19 +9,16 @@ killed before it can stop them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
 
 from orchestrator.devserver import DevServer, port_is_free
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.processes import group_alive, spawn, stop_group
+from orchestrator.waiting import http_ok, wait_until
 
 __all__ = ["DemoError", "DemoPorts", "DemoStack"]
 
@@ -142,14 +139,10 @@ class DemoStack:
         self.children.append(_Child(name, process, path))
 
     def _wait_http(self, url: str, what: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.check_alive()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.2)
-        raise DemoError(f"{what} did not answer {url} within {timeout_s:g}s")
+        if not wait_until(
+            lambda: http_ok(url), timeout_s=timeout_s, interval_s=0.2, alive=self.check_alive
+        ):
+            raise DemoError(f"{what} did not answer {url} within {timeout_s:g}s")
 
     def stop(self) -> list[str]:
         """Stop every child (newest first) and the server; the names of any left running."""

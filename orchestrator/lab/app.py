@@ -11,6 +11,8 @@ import asyncio
 import hmac
 import random
 import re
+import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
@@ -20,6 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.errors import ApiError, invalid, not_found, rejected
 from orchestrator.lab.faults import LabFaults
+from orchestrator.lab.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from orchestrator.lab.prometheus import render_metrics
 from orchestrator.lab.runtime import LabRuntime, Mode
 from orchestrator.lab.state import Mutated
@@ -82,8 +85,9 @@ def create_app(
     faults: bool = False,
     token: str | None = None,
     seed: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
-    runtime = LabRuntime(config, mode, seed=seed)
+    runtime = LabRuntime(config, mode, seed=seed, clock=clock)
     rng = random.Random(seed)
     app = FastAPI(
         title="Orchestrator lab fleet",
@@ -213,7 +217,7 @@ def create_app(
     @app.get("/metrics", tags=["lab"], response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
         text = render_metrics(runtime.health(None), runtime.extra_metrics())
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(text, media_type=METRICS_CONTENT_TYPE)
 
     front = {s.name for s in config.front_services}
     pops = {p.name for p in config.pops}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +35,8 @@ class StoredAnswer:
 
 
 class Ledger:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._answers: dict[str, StoredAnswer] = {}
         self._entries: list[AuditEntry] = []
 
@@ -64,7 +67,7 @@ class Ledger:
     ) -> AuditEntry:
         entry = AuditEntry(
             seq=self.next_seq(),
-            at=datetime.now(UTC),
+            at=datetime.fromtimestamp(self._clock(), UTC),
             idempotency_key=key,
             kind=kind,
             request=request,

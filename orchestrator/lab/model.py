@@ -183,7 +183,7 @@ class ModelEngine:
         ]
         return HealthReport.model_construct(
             window_s=window_s,
-            observed_at=datetime.now(UTC),
+            observed_at=datetime.fromtimestamp(self.state.clock(), UTC),
             regions=regions,
             services=services,
             pops=pops,

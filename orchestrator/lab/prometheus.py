@@ -1,15 +1,28 @@
-"""Health in the Prometheus text format, so a real Prometheus can scrape the lab.
+"""Health in the Prometheus exposition format, so a real Prometheus can scrape the lab.
 
 The numbers are the ones ``GET /v1/health`` returns for the default window; a
 series with no samples is left out (Prometheus' way of saying "no data"),
-never written as zero.
+never written as zero. ``prometheus_client`` renders them: one collector per
+scrape, over the health report of that moment.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from orchestrator.models import HealthReport, Metrics
 
-__all__ = ["render_metrics"]
+__all__ = ["CONTENT_TYPE", "ExtraGauges", "render_metrics"]
+
+#: the exposition format ``generate_latest`` writes
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: lab-only gauges: metric name -> (labels, value) series
+ExtraGauges = Mapping[str, Sequence[tuple[Mapping[str, str], float]]]
 
 _FIELDS = (
     ("rps", "requests per second over the window"),
@@ -20,37 +33,52 @@ _FIELDS = (
     ("samples", "requests in the window"),
 )
 
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _labels(labels: dict[str, str]) -> str:
-    return ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+_EXTRA_HELP = {
+    "lab_routing_version": "version of the routing table",
+    "lab_audit_entries": "mutations in the audit log",
+    "lab_sessions_open": "sticky sessions open per region",
+}
 
 
-def render_metrics(report: HealthReport, extra: dict[str, dict[str, float]] | None = None) -> str:
-    """``extra``: metric name -> label string -> value, for lab-only gauges."""
-    lines: list[str] = []
-    scopes: list[tuple[str, list[tuple[dict[str, str], Metrics]]]] = [
-        ("region", [({"region": r.region}, r) for r in report.regions]),
-        ("service", [({"region": s.region, "service": s.service}, s) for s in report.services]),
-        ("pop", [({"pop": p.pop}, p) for p in report.pops]),
-    ]
-    for scope, entries in scopes:
-        for field, help_text in _FIELDS:
-            name = f"lab_{scope}_{field}"
-            lines.append(f"# HELP {name} {help_text} (window {report.window_s:g}s)")
-            lines.append(f"# TYPE {name} gauge")
-            for labels, metrics in entries:
-                value = getattr(metrics, field)
-                if value is None or (field != "samples" and metrics.samples == 0):
-                    continue
-                lines.append(f"{name}{{{_labels(labels)}}} {float(value):.6g}")
-    for name, series in (extra or {}).items():
-        lines.append(f"# TYPE {name} gauge")
-        for label_text, value in series.items():
-            lines.append(
-                f"{name}{{{label_text}}} {value:.6g}" if label_text else f"{name} {value:.6g}"
-            )
-    return "\n".join(lines) + "\n"
+class _HealthCollector(Collector):
+    def __init__(self, report: HealthReport, extra: ExtraGauges) -> None:
+        self._report = report
+        self._extra = extra
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        report = self._report
+        scopes: list[tuple[str, list[str], list[tuple[list[str], Metrics]]]] = [
+            ("region", ["region"], [([r.region], r) for r in report.regions]),
+            (
+                "service",
+                ["region", "service"],
+                [([s.region, s.service], s) for s in report.services],
+            ),
+            ("pop", ["pop"], [([p.pop], p) for p in report.pops]),
+        ]
+        for scope, label_names, entries in scopes:
+            for field, help_text in _FIELDS:
+                family = GaugeMetricFamily(
+                    f"lab_{scope}_{field}",
+                    f"{help_text} (window {report.window_s:g}s)",
+                    labels=label_names,
+                )
+                for labels, metrics in entries:
+                    value = getattr(metrics, field)
+                    if value is None or (field != "samples" and metrics.samples == 0):
+                        continue
+                    family.add_metric(labels, float(value))
+                yield family
+        for name, series in self._extra.items():
+            names = sorted({k for series_labels, _ in series for k in series_labels})
+            family = GaugeMetricFamily(name, _EXTRA_HELP.get(name, name), labels=names)
+            for series_labels, value in series:
+                family.add_metric([series_labels.get(k, "") for k in names], value)
+            yield family
+
+
+def render_metrics(report: HealthReport, extra: ExtraGauges | None = None) -> str:
+    """The exposition text of ``report`` and the lab-only gauges in ``extra``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_HealthCollector(report, extra or {}))
+    return generate_latest(registry).decode()

@@ -11,6 +11,8 @@ have had if realised eagerly.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import numpy as np
@@ -32,12 +34,14 @@ class RoutingState:
         regions: list[str],
         bucket_count: int,
         fractions: dict[str, dict[str, float]],
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
         self.pops = list(pops)
         self.regions = list(regions)
         self.bucket_count = bucket_count
         self.version = 1
-        self.updated_at = datetime.now(UTC)
+        self.updated_at = datetime.fromtimestamp(clock(), UTC)
         self.reason = "initial"
         self._fractions = {p: dict(fractions[p]) for p in self.pops}
         self._buckets: dict[str, list[str]] = {}
@@ -140,7 +144,7 @@ class RoutingState:
                     self.buckets_of(pop)
             self._fractions[pop] = shares
         self.version += 1
-        self.updated_at = datetime.now(UTC)
+        self.updated_at = datetime.fromtimestamp(self._clock(), UTC)
         self.reason = write.reason
 
 

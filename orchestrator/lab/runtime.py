@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.errors import invalid
 from orchestrator.lab.live import LiveEngine
 from orchestrator.lab.model import ModelEngine
+from orchestrator.lab.prometheus import ExtraGauges
 from orchestrator.lab.state import FleetState
 from orchestrator.lab.training.cluster import LabTrainingCluster
 from orchestrator.models import HealthReport, RoutingTable
@@ -21,15 +24,23 @@ AUTO_BUCKETS_LIMIT = 262_144
 
 
 class LabRuntime:
-    def __init__(self, config: LabConfig, mode: Mode = "live", *, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        config: LabConfig,
+        mode: Mode = "live",
+        *,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``clock`` is the fleet's time in model mode (live physics run on real time)."""
         self.config = config
         self.mode: Mode = mode
-        self.state = FleetState(config)
+        self.state = FleetState(config, clock)
         self.live: LiveEngine | None = LiveEngine(self.state, seed=seed) if mode == "live" else None
         self.model: ModelEngine | None = ModelEngine(self.state) if mode == "model" else None
         self._routing_cache: dict[bool, tuple[int, bytes]] = {}
         buildings = [(r.name, b) for r in config.regions for b in r.buildings]
-        self.training = LabTrainingCluster(config.training, buildings, mode)
+        self.training = LabTrainingCluster(config.training, buildings, mode, clock=clock)
 
     def include_buckets(self, asked: bool | None) -> bool:
         if asked is not None:
@@ -102,13 +113,14 @@ class LabRuntime:
             out["demand_rps"] = cfg.demand.total_rps
         return out
 
-    def extra_metrics(self) -> dict[str, dict[str, float]]:
-        extra: dict[str, dict[str, float]] = {
-            "lab_routing_version": {"": float(self.state.routing.version)},
-            "lab_audit_entries": {"": float(len(self.state.ledger))},
+    def extra_metrics(self) -> ExtraGauges:
+        """Lab-only gauges for /metrics: routing version, audit entries, open sessions."""
+        extra: dict[str, list[tuple[dict[str, str], float]]] = {
+            "lab_routing_version": [({}, float(self.state.routing.version))],
+            "lab_audit_entries": [({}, float(len(self.state.ledger)))],
         }
         if self.live is not None:
-            extra["lab_sessions_open"] = {
-                f'region="{r}"': float(n) for r, n in self.live.open_sessions().items()
-            }
+            extra["lab_sessions_open"] = [
+                ({"region": r}, float(n)) for r, n in self.live.open_sessions().items()
+            ]
         return extra

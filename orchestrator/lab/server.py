@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -12,6 +13,7 @@ from fastapi import FastAPI
 from orchestrator.lab.app import create_app
 from orchestrator.lab.config import LabConfig, load_config
 from orchestrator.lab.runtime import Mode
+from orchestrator.waiting import wait_until
 
 __all__ = ["LabThread", "build_app", "serve"]
 
@@ -23,9 +25,10 @@ def build_app(
     faults: bool = False,
     token: str | None = None,
     seed: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     cfg = config if isinstance(config, LabConfig) else load_config(config)
-    return create_app(cfg, mode=mode, faults=faults, token=token, seed=seed)
+    return create_app(cfg, mode=mode, faults=faults, token=token, seed=seed, clock=clock)
 
 
 def serve(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
@@ -55,12 +58,16 @@ class LabThread:
 
     def start(self, timeout_s: float = 15.0) -> LabThread:
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"lab server did not start on {self.host}:{self.port}")
-            time.sleep(0.02)
+        if (
+            not wait_until(
+                lambda: self._server.started or not self._thread.is_alive(),
+                timeout_s=timeout_s,
+                interval_s=0.02,
+            )
+            or not self._server.started
+        ):
+            self.stop()
+            raise RuntimeError(f"lab server did not start on {self.host}:{self.port}")
         sockets = [s for server in self._server.servers for s in server.sockets]
         self.port = int(sockets[0].getsockname()[1])
         return self

@@ -7,6 +7,7 @@ once. Everything runs on the server's event loop, so a mutation is atomic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,15 +43,18 @@ class Mutated:
 
 
 class FleetState:
-    def __init__(self, config: LabConfig) -> None:
+    def __init__(self, config: LabConfig, clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        #: the fleet's time, for the timestamps it answers with (audit, routing, health)
+        self.clock = clock
         self.routing = RoutingState(
             pops=[p.name for p in config.pops],
             regions=[r.name for r in config.regions],
             bucket_count=config.bucket_count,
             fractions=config.initial_fractions(),
+            clock=clock,
         )
-        self.ledger = Ledger()
+        self.ledger = Ledger(clock)
         self.weights: dict[tuple[str, str], float] = {}
         self.shard_primary: dict[str, str] = {s.id: s.primary for s in config.shard_list()}
         self.shard_service: dict[str, str] = {s.id: s.service for s in config.shard_list()}

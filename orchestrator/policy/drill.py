@@ -1,5 +1,8 @@
 """Drill scheduling decisions: blocked windows and which region to drill. Pure.
 
+:class:`BlockedWindow` is defined here (the drill contract carries it), so policy never
+reaches up into the contracts.
+
 Maelstrom drilled several times a week, each time on the region drained least
 recently, so every region's drain is exercised in turn; a region never drained
 comes first. Ties go to the name, so the choice is deterministic.
@@ -10,11 +13,41 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from orchestrator.contracts.drill import DAYS, BlockedWindow
+__all__ = [
+    "DAYS",
+    "BlockedWindow",
+    "blocking_window",
+    "least_recently_drained",
+    "parse_window",
+]
 
-__all__ = ["blocking_window", "least_recently_drained", "parse_window"]
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class BlockedWindow(BaseModel):
+    """No drill starts inside this UTC window; ``end`` before ``start`` crosses midnight."""
+
+    model_config = {"extra": "forbid"}
+
+    start: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, UTC")
+    end: str = Field(pattern=r"^([01]\d|2[0-3]):[0-5]\d$|^24:00$", description="HH:MM, UTC")
+    #: the days (of the window's start) it applies on; empty means every day
+    days: list[str] = Field(default_factory=list)
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: list[str]) -> list[str]:
+        days = [d.strip().lower()[:3] for d in value]
+        bad = [d for d in days if d not in DAYS]
+        if bad:
+            raise ValueError(f"unknown day(s) {', '.join(bad)} (use {', '.join(DAYS)})")
+        return days
+
+    def describe(self) -> str:
+        days = ",".join(self.days) + " " if self.days else ""
+        return f"{days}{self.start}-{self.end} UTC"
 
 
 def _minutes(hhmm: str) -> int:

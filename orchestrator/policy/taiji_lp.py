@@ -31,14 +31,16 @@ it at will; scaled, it gets its share of the balance like any other region.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from orchestrator.models import RegionStatus
 from orchestrator.policy.taiji_model import SolverInstance
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["Compiled", "compile_instance", "min_latency", "min_max_utilization"]
 
@@ -210,6 +212,9 @@ def _floor_rows(
     place there); ``d_idx`` gives each variable's region and ``coef`` its load per unit,
     already multiplied by the region's row ``scale``, which the right-hand side gets here.
     """
+    # Imported here: scipy costs ~0.3 s, and importing a contract must not pay it.
+    import scipy.sparse as sp
+
     pinned = np.nonzero(need > 0)[0]
     sel = np.isin(d_idx, pinned)
     rows = sp.csr_matrix(
@@ -231,6 +236,10 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     are merged into one supply node: without RTT limits the LP has one row per
     region, not one per PoP. Returns None when no table meets ``caps``.
     """
+    # Imported here: scipy costs ~0.3 s, and importing a contract must not pay it.
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
     total = c.total
     if total <= 0:
         return float(c.predicted(c.x)[c.active].max())
@@ -301,6 +310,10 @@ def min_latency(c: Compiled, caps: Array, max_util: float) -> Array | None:
     Returns full ``(P, R)`` fractions, or None when HiGHS finds no solution
     (only possible through tolerances, since stage 1 proved one exists).
     """
+    # Imported here: scipy costs ~0.3 s, and importing a contract must not pay it.
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
     total = c.total
     out = c.floor.copy()
     rows = _solving_pops(c)

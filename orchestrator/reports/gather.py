@@ -21,7 +21,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from orchestrator.commands.temporal_call import result_or_query
+from orchestrator.clients.reads import result_or_query
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestProgress, LoadTestResult
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
 from orchestrator.contracts.runbook import (

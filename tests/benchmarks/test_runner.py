@@ -107,6 +107,7 @@ class TestClassify:
         assert classify(exit_code=0, timed_out=False, fresh_results=False) == "no results"
 
 
+@pytest.mark.server  # runs benchmarks as processes
 class TestSuite:
     """One benchmark crashing or hanging does not stop the others; the suite exits non-zero."""
 

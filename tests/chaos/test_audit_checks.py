@@ -13,8 +13,8 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.models import AuditEntry
 from orchestrator.policy.recovery_models import JobSpec
-from tests.chaos.harness import audit_problems, redundant_publishes, repeated_changes
-from tests.chaos.training_scenario import training_problems
+from testkit.chaos.harness import audit_problems, redundant_publishes, repeated_changes
+from testkit.chaos.training_scenario import training_problems
 
 RUN_A = "11111111-1111-1111-1111-111111111111"
 RUN_B = "22222222-2222-2222-2222-222222222222"
@@ -58,7 +58,7 @@ def training_run(
     extra: tuple[AuditEntry, ...] = (),
 ) -> tuple[SupervisorStatus, TrainingJob, list[AuditEntry], list[dict[str, Any]]]:
     """A clean training trial as the checks see it: launch + one recovery per fault."""
-    from tests.chaos.training_scenario import FAULTS, JOB
+    from testkit.chaos.training_scenario import FAULTS, JOB
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     faults = [

@@ -1,36 +1,48 @@
 """Worker SIGKILLs, a dev-server restart and a 30%-flaky fleet API: every run still ends right.
 
 The trials run at the same time (each on its own dev server, lab and
-worker process), so the module costs one trial's wall time. The benchmark
-(``benchmarks/chaos.py``) runs the same trials with many more kills.
+worker process), so the module costs one trial's wall time. Each test awaits its own
+trial, so each trial has its own test's time budget: under load, four trials sharing two
+cores take longer together than one test may, while each alone stays well inside it. The
+benchmark (``benchmarks/chaos.py``) runs the same trials with many more kills.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
-from tests.chaos.harness import ChaosPlan, TrialResult, run_trial
-from tests.chaos.scenarios import FAULT_CLASSES, SCENARIOS
+from testkit.chaos.harness import ChaosPlan, TrialResult, run_trial
+from testkit.chaos.scenarios import FAULT_CLASSES, SCENARIOS
 
 pytestmark = pytest.mark.slow
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def trials() -> dict[str, TrialResult]:
+async def trials() -> AsyncIterator[dict[str, asyncio.Task[TrialResult]]]:
+    """All five trials, started together; a test awaits the one it checks."""
     plans = {
         "drain": ChaosPlan(seed=11, kills=2, server_restart_after=1),
         "rebalance": ChaosPlan(seed=12, kills=2),
         "loadtest": ChaosPlan(seed=13, kills=1, server_restart_after=1),
         "training": ChaosPlan(seed=14, kills=3),
     }
-    results = await asyncio.gather(
-        *(run_trial(SCENARIOS[name](), plan) for name, plan in plans.items()),
-        run_trial(FAULT_CLASSES["lab-restart"](), ChaosPlan(seed=15, kills=1)),
+    tasks = {
+        name: asyncio.create_task(run_trial(SCENARIOS[name](), plan))
+        for name, plan in plans.items()
+    }
+    tasks["lab-restart"] = asyncio.create_task(
+        run_trial(FAULT_CLASSES["lab-restart"](), ChaosPlan(seed=15, kills=1))
     )
-    return {r.scenario: r for r in results}
+    try:
+        yield tasks
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
 class TestDrainSurvivesCrashes:
@@ -40,9 +52,9 @@ class TestDrainSurvivesCrashes:
     batch jobs are the ones found before the drain, with no mutation applied twice."""
 
     async def test_drained_then_restored_to_the_original(
-        self, trials: dict[str, TrialResult]
+        self, trials: dict[str, asyncio.Task[TrialResult]]
     ) -> None:
-        result = trials["drain"]
+        result = await trials["drain"]
         assert result.problems == [] and result.ok
         assert result.kills == 2 and result.server_restarts == 1
         assert result.mutations > 0
@@ -51,8 +63,10 @@ class TestDrainSurvivesCrashes:
 class TestRebalancerSurvivesCrashes:
     """#4: kill the worker mid-epoch; the next worker continues without publishing twice."""
 
-    async def test_converges_without_double_publish(self, trials: dict[str, TrialResult]) -> None:
-        result = trials["rebalance"]
+    async def test_converges_without_double_publish(
+        self, trials: dict[str, asyncio.Task[TrialResult]]
+    ) -> None:
+        result = await trials["rebalance"]
         assert result.problems == [] and result.ok
         assert result.kills == 2 and result.mutations > 0
 
@@ -60,8 +74,8 @@ class TestRebalancerSurvivesCrashes:
 class TestLoadTestSurvivesCrashes:
     """A load test killed mid-ramp still finishes and puts the routing back."""
 
-    async def test_restores_routing(self, trials: dict[str, TrialResult]) -> None:
-        result = trials["loadtest"]
+    async def test_restores_routing(self, trials: dict[str, asyncio.Task[TrialResult]]) -> None:
+        result = await trials["loadtest"]
         assert result.problems == [] and result.ok
         assert result.kills == 1 and result.server_restarts == 1
         assert result.mutations > 0
@@ -75,8 +89,10 @@ class TestTrainingRecoverySurvivesCrashes:
     the job finishes all its steps, and each recovery's stop, quarantine and start apply
     once: one start per failure, as many runs of the job as starts."""
 
-    async def test_every_failure_recovered_once(self, trials: dict[str, TrialResult]) -> None:
-        result = trials["training"]
+    async def test_every_failure_recovered_once(
+        self, trials: dict[str, asyncio.Task[TrialResult]]
+    ) -> None:
+        result = await trials["training"]
         assert result.problems == [] and result.ok
         assert result.kills == 3
         assert result.details["faults_injected"] == result.details["failures_recovered"] == 5
@@ -90,8 +106,10 @@ class TestRoutingWriterSurvivesALabThatLostItsState:
     of fleet calls fail: the rebalancer reports the regression, fixes the broken hold in an
     emergency step and keeps running, with no mutation applied twice before or after."""
 
-    async def test_back_to_the_intended_state(self, trials: dict[str, TrialResult]) -> None:
-        result = trials["lab-restart"]
+    async def test_back_to_the_intended_state(
+        self, trials: dict[str, asyncio.Task[TrialResult]]
+    ) -> None:
+        result = await trials["lab-restart"]
         assert result.problems == [] and result.ok
         assert result.details["routing_regressions"] >= 1
         assert result.details["emergency_steps"] >= 1

@@ -83,6 +83,7 @@ class TestLabConfig:
             assert web.queue_limit >= 4 * web.slots, region.name
 
 
+@pytest.mark.server  # starts the demo's children as processes
 class TestShutdown:
     """Stopping the stack ends every process it started, children of children included."""
 

@@ -218,6 +218,7 @@ class TestMapping:
         assert pool._ssl_context.verify_mode.name == "CERT_REQUIRED"
 
 
+@pytest.mark.server  # a local HTTP server
 class TestSecretsStayOutOfErrors:
     """A token HTTP cannot carry is refused without showing it, and a header the HTTP
     library rejects is reported without quoting the header (its value may be a secret)."""

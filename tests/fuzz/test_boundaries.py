@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz.campaign import BOUNDARIES
-from tests.fuzz.strategies import CI
+from testkit.fuzz.campaign import BOUNDARIES
+from testkit.fuzz.strategies import CI
 
 
 @pytest.fixture(scope="module")

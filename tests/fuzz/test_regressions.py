@@ -20,7 +20,7 @@ from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.policy.taiji import SolverInstance
 from orchestrator.runbook import lint_text
 from orchestrator.temporal import data_converter
-from tests.fuzz.probes import SOLVER_EXAMPLE
+from testkit.fuzz.probes import SOLVER_EXAMPLE
 
 
 def _fails_in_one_line(args: list[str]) -> str:
@@ -122,3 +122,27 @@ class TestBadWorkflowInputFailsTheRun:
     def test_other_models_still_raise_validation_errors(self) -> None:
         with pytest.raises(ValidationError):
             self._decode({"bogus": 1}, FleetSnapshot)
+
+
+class TestCliFuzzNeverStartsServers:
+    """The CLI fuzz draws no command that starts servers: a valid draw of one would run it
+    in-process (the demo: a Temporal server, a lab and a worker for minutes, on fixed ports)."""
+
+    def test_no_drawable_command_takes_a_port(self) -> None:
+        from testkit.fuzz.probes import SERVING
+        from testkit.fuzz.strategies import command_table
+
+        drawable = command_table(app, SERVING)
+        with_ports = sorted(
+            " ".join(path)
+            for path, options in drawable.items()
+            if any(o.endswith("port") for o in options)
+        )
+        assert with_ports == []
+        assert ("demo",) not in drawable
+
+    def test_every_excluded_command_exists(self) -> None:
+        from testkit.fuzz.probes import SERVING
+        from testkit.fuzz.strategies import command_table
+
+        assert SERVING - set(command_table(app, set())) == set()

@@ -33,9 +33,10 @@ from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.triggers.starter import TemporalRunStarter
-from tests.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
-from tests.fuzz.probes_http import auth_headers, body_bytes
-from tests.triggers.conftest import TemporalStack, asgi_client, finish, make_app
+from testkit.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
+from testkit.fuzz.probes_http import auth_headers, body_bytes
+from testkit.triggers import asgi_client, make_app
+from tests.triggers.conftest import TemporalStack, finish
 from tests.triggers.payloads import runbook
 from tests.workflows.conftest import Stack
 from workflows.fleet_snapshot import FleetSnapshotInput

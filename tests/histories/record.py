@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orchestrator import registry
-from orchestrator.commands.training_control import (
+from orchestrator.clients.training import (
     start_supervisor,
     wait_for_supervisor,
 )
@@ -32,7 +32,7 @@ from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
 from orchestrator.runbook.lint import load_runbook
-from tests.chaos.traffic_scenarios import wait_converged_handle
+from testkit.chaos.traffic_scenarios import wait_converged_handle
 from tests.fixtures.lab import launch_lab
 from tests.fixtures.ports import free_port
 from tests.fixtures.temporal import new_worker

@@ -65,6 +65,7 @@ class TestStatus:
         assert "error:" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.server  # a lab thread and Locust processes
 class TestTraffic:
     """`orchestrator lab traffic` runs Locust in its own process, spread over the PoPs."""
 
@@ -115,6 +116,7 @@ class TestTraffic:
         assert "--pop-weights" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.server  # the CLI and Locust as processes
 class TestTrafficStopsWithItsParent:
     """`orchestrator lab traffic` stopped by SIGTERM or SIGINT stops its Locust first:
     Locust kept sending traffic after its parent was gone (seen twice)."""

@@ -11,7 +11,7 @@ from orchestrator.lab.training.process import TrainerProcess
 from orchestrator.lab.training.status import TrainerState
 from tests.lab_training.support import make_args, running
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]  # trainer processes
 
 
 class TestHungTrainer:

@@ -29,7 +29,7 @@ from orchestrator.lab.training.trainer import (
 )
 from tests.lab_training.support import SEED, make_args, reference_digests, running
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]  # trainer processes
 
 
 def _run_to_end(workdir: Path, **overrides: object) -> int:

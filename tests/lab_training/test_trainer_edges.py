@@ -35,6 +35,7 @@ def _failed_because(workdir: Path) -> str:
     return beat.error or ""
 
 
+@pytest.mark.server  # trainer processes
 class TestLostManifestsAreRefused:
     """Checkpoint data whose manifests were all deleted makes ``--resume latest`` exit 6 with
     a clear message and touch nothing; it used to restart from step 0 and exit 0."""
@@ -76,6 +77,7 @@ class TestLostManifestsAreRefused:
         assert _run(tmp_path, total_steps=60, resume="none") == 0
 
 
+@pytest.mark.server  # trainer processes
 class TestDiskFull:
     """A write refused with ENOSPC (here by the kernel: the checkpoint's temporary is
     /dev/full) ends the trainer with exit 5, one line, a ``failed`` heartbeat naming the

@@ -5,13 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.devserver import port_is_free
 from orchestrator.temporal import binary_path
+from orchestrator.waiting import wait_until
 from tests.fixtures.ports import free_port
 
 ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
@@ -29,6 +29,7 @@ def run(
     )
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestWorkerWithoutTemporal:
     """A worker that cannot reach Temporal prints one line naming the address and exits 2."""
 
@@ -49,6 +50,7 @@ class TestWorkerWithoutTemporal:
         )
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestVersion:
     """`version --json` is machine-readable."""
 
@@ -59,6 +61,7 @@ class TestVersion:
         assert set(info) == {"orchestrator", "temporalio", "python"}
 
 
+@pytest.mark.server  # runs the CLI as a process
 class TestServer:
     """`orchestrator server` runs the dev server with the project's search attributes, and
     Ctrl-C stops it even when it was started in the background (SIGINT inherited ignored, as
@@ -108,8 +111,9 @@ class TestServer:
 
 
 def _wait_for_attributes(port: int) -> str:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    listing: list[str] = []
+
+    def listed() -> bool:
         done = subprocess.run(
             [
                 binary_path("temporal"),
@@ -123,10 +127,12 @@ def _wait_for_attributes(port: int) -> str:
             text=True,
             timeout=20,
         )
-        if done.returncode == 0:
-            return done.stdout
-        time.sleep(0.3)
-    pytest.fail("dev server did not answer within 30 s")
+        listing.append(done.stdout)
+        return done.returncode == 0
+
+    if not wait_until(listed, timeout_s=30, interval_s=0.3):
+        pytest.fail("dev server did not answer within 30 s")
+    return listing[-1]
 
 
 class TestEntryPoint:

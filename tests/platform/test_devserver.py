@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from orchestrator.devserver import DevServer
 from tests.fixtures.ports import free_port
 
@@ -37,6 +39,7 @@ def _chatty(tmp_path: Path, log_file: Path | None) -> _ChattyServer:
     return server
 
 
+@pytest.mark.server  # a dev server process
 class TestOutputIsDrained:
     """More than 1 MB of output neither blocks the server nor is lost when a file is named."""
 

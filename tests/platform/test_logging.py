@@ -103,6 +103,7 @@ class TestEveryRecordIsScrubbed:
         err = capsys.readouterr().err
         assert "RuntimeError" in err and self.SECRET not in err
 
+    @pytest.mark.server  # a Python process
     def test_uncaught_exception(self) -> None:
         code = (
             "from orchestrator.logging import register_secret\n"

@@ -19,6 +19,7 @@ from tests.fixtures.processes import kill_group, wait_for_child, wait_gone
 ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
 
 
+@pytest.mark.server  # child processes and a dev server
 class TestSpawnedChildDiesWithItsParent:
     """A child started through ``spawn`` gets SIGTERM from the kernel when its parent dies."""
 
@@ -40,6 +41,7 @@ class TestSpawnedChildDiesWithItsParent:
             kill_group(child)
 
 
+@pytest.mark.server  # child processes and a dev server
 class TestServerStopsTheDevServer:
     """`orchestrator server` stopped by SIGTERM, or killed outright, leaves no dev server."""
 

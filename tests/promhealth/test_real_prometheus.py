@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
@@ -77,6 +78,7 @@ scrape_configs:
         yield base
 
 
+@pytest.mark.server  # a real Prometheus
 class TestRealPrometheus:
     """Numbers scraped by a real Prometheus come back as the health report; no data stays missing."""
 

@@ -2,6 +2,6 @@
 for a drain, and a converged rebalancer under the id ``rebalancer``."""
 
 from tests.workflows.conftest import stack
-from tests.workflows.runbook.conftest import balanced, model_lab
+from tests.workflows.runbook.conftest import balanced, converged_table, model_lab
 
-__all__ = ["balanced", "model_lab", "stack"]
+__all__ = ["balanced", "converged_table", "model_lab", "stack"]

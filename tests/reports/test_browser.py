@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.reports import write_html
 from tests.reports import samples
 from tests.reports.browser import CRITICAL_RGB, distinct_colours, pixels_near, screenshot
 
 
+@pytest.mark.server  # headless Chromium
 class TestOpensInChromium:
     """Chromium renders the self-contained file: a screenshot full of colour, and the Gantt's
     red critical-path bars (only inside the embedded PNG) show on it."""

@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from orchestrator import registry
 from orchestrator.cli import app
-from orchestrator.commands.training_control import start_supervisor
+from orchestrator.clients.training import start_supervisor
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import LoadTestInput
 from orchestrator.contracts.runbook import ApproveInput, TaskPhase

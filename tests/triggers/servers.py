@@ -8,12 +8,12 @@ import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
 
 from orchestrator.triggers.boundary import uvicorn_config
+from orchestrator.waiting import exited, http_ok_async, wait_until_async
 from tests.fixtures.ports import free_port
 
 ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
@@ -22,15 +22,9 @@ ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 async def wait_http(
     url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None
 ) -> None:
-    async with httpx.AsyncClient(timeout=1.0) as http:
-        for _ in range(int(timeout_s / 0.1)):
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(url)).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+    alive = None if proc is None else exited(proc, f"the server of {url}")
+    if not await wait_until_async(lambda: http_ok_async(url), timeout_s=timeout_s, alive=alive):
+        raise TimeoutError(f"{url} did not answer within {timeout_s}s")
 
 
 @contextlib.asynccontextmanager

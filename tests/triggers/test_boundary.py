@@ -58,6 +58,7 @@ async def _closed(reader: asyncio.StreamReader, timeout_s: float) -> bool:
     return True
 
 
+@pytest.mark.server  # a uvicorn server on a socket
 class TestRefusedBeforeReading:
     """A request that cannot be served is answered from its headers: no valid credentials
     (401) or a declared body over the cap (413), before a byte of the body is sent."""
@@ -140,6 +141,7 @@ class TestStreamedCap:
 
 
 @pytest.mark.slow
+@pytest.mark.server  # a uvicorn server on a socket
 class TestSlowClients:
     """Slow or vanished clients are let go: headers and bodies have deadlines, and a client
     that drops mid-body is one log line, not a traceback."""

@@ -31,9 +31,9 @@ from orchestrator.promhealth import PrometheusHealth, PromHealthConfig, with_hea
 from orchestrator.runbook.lint import lint_text
 from orchestrator.runbook.spec import Runbook
 from orchestrator.triggers.starter import TemporalRunStarter
+from testkit.triggers import make_app
 from tests.fixtures.lab import LabFactory, RunningLab
 from tests.fixtures.temporal import new_worker
-from tests.triggers.conftest import make_app
 from tests.triggers.payloads import TOKEN
 from tests.triggers.servers import alertmanager, alertmanager_config, prometheus, serve_app
 from tests.workflows.conftest import ROOMY_RPS, lab_config

@@ -8,6 +8,7 @@ import subprocess
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.triggers.auth import SIGNATURE_HEADER, signature_headers
@@ -353,6 +354,7 @@ class TestAccounting:
             scraped.text
         )
 
+    @pytest.mark.server  # promtool, a process
     async def test_metrics_pass_promtool(self) -> None:
         app = make_app([runbook("drain", cooldown="1h")], MemoryStarter())
         async with asgi_client(app) as http:

@@ -28,8 +28,9 @@ from orchestrator.lab.server import LabThread, build_app
 from orchestrator.runbook import load_runbook
 from orchestrator.runbook.params import bind
 from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+from testkit.lab import ROOMY_RPS, lab_config
 from tests.triggers.servers import alertmanager
-from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
+from tests.workflows.conftest import Stack
 from workflows.drill import DrillWorkflow
 from workflows.runbook import RunbookWorkflow
 

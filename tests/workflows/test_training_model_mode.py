@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
-from orchestrator.commands.training_control import (
+from orchestrator.clients.training import (
     start_supervisor,
     supervisor_status,
     wait_for_supervisor,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
-from orchestrator.commands.training_control import start_supervisor, wait_for_supervisor
+from orchestrator.clients.training import start_supervisor, wait_for_supervisor
 from orchestrator.config import Settings
 from orchestrator.contracts.training import JobState
 from orchestrator.contracts.training_supervisor import (

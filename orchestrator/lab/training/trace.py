@@ -24,7 +24,6 @@ apply once per idempotency key, as over HTTP.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +31,6 @@ from typing import Any, Literal, NoReturn
 
 import numpy as np
 from pydantic import Field
-from temporalio import activity
 
 from orchestrator.contracts.training import (
     JobState,
@@ -43,6 +41,7 @@ from orchestrator.contracts.training import (
     TrainingJob,
 )
 from orchestrator.exceptions import FleetNotFound, FleetRejected, InvalidRequest
+from orchestrator.lab.clock import Clock, activity_clock
 from orchestrator.lab.training.runs import model_digest
 from orchestrator.models import (
     AuditEntry,
@@ -75,25 +74,7 @@ __all__ = [
     "trace_from_simulation",
 ]
 
-Clock = Callable[[], float]
 FailureKindName = Literal["gpu", "crash"]
-
-
-def activity_clock(fallback: Clock = time.time) -> Clock:
-    """Now, as the Temporal activity asking sees it: the time its attempt started.
-
-    On a time-skipping server that is the skipped (workflow) time; outside an
-    activity it is ``fallback()``. Not ``current_attempt_scheduled_time``: the Java
-    test server stamps a retry with the time the previous attempt failed, one
-    retry interval early.
-    """
-
-    def now() -> float:
-        if activity.in_activity():
-            return activity.info().started_time.timestamp()
-        return fallback()
-
-    return now
 
 
 class TraceJob(StrictModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,13 +13,19 @@ import pytest_asyncio
 import yaml
 from temporalio.client import WorkflowHandle
 
+from orchestrator import registry
+from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.contracts.runbook import RunbookRunInput, TaskPhase
-from orchestrator.lab.config import DemandConfig
+from orchestrator.lab.config import DemandConfig, LabConfig
+from orchestrator.lab.memory import URL, MemoryFleet
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.models import RoutingWrite
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook
-from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
+from testkit.lab import ROOMY_RPS, lab_config
+from tests.fixtures.temporal import new_worker, start_time_skipping
+from tests.workflows.conftest import Stack
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 
@@ -59,34 +65,82 @@ tasks:
 """
 
 
+def roomy_config() -> LabConfig:
+    """The default model lab with room for a drain (the default demand leaves none)."""
+    return lab_config(initial_routing="nearest", demand=DemandConfig(total_rps=ROOMY_RPS))
+
+
 @pytest.fixture
 def model_lab() -> Iterator[LabThread]:
-    """The default model lab with room for a drain (the default demand leaves none)."""
-    config = lab_config(initial_routing="nearest", demand=DemandConfig(total_rps=ROOMY_RPS))
-    with LabThread(build_app(config, mode="model")) as lab:
+    """The roomy lab on a port, for ``stack``."""
+    with LabThread(build_app(roomy_config(), mode="model")) as lab:
         yield lab
+
+
+@pytest.fixture
+def fleet_config() -> LabConfig:
+    """The roomy lab, for ``clock_stack``."""
+    return roomy_config()
 
 
 def runbook(text: str, **params: Any) -> Runbook:
     return bind(Runbook.model_validate(yaml.safe_load(text)), params)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def balanced(stack: Stack) -> AsyncIterator[dict[str, dict[str, float]]]:
-    """A running rebalancer (id ``rebalancer``) that has converged; yields the converged table."""
-    handle = await stack.client.start_workflow(
+async def _until_converged(
+    stack: Stack, handle: WorkflowHandle[TrafficRebalanceWorkflow, None], limit_s: float = 40
+) -> None:
+    for _ in range(int(limit_s / 0.3)):
+        status = await handle.query(TrafficRebalanceWorkflow.status)
+        if status.epochs and status.epochs[-1].outcome == "unchanged":
+            return
+        await stack.sleep(0.3)
+    raise AssertionError(f"rebalancer did not converge: {status.epochs[-3:]}")
+
+
+async def _start_rebalancer(stack: Stack) -> WorkflowHandle[TrafficRebalanceWorkflow, None]:
+    return await stack.client.start_workflow(
         TrafficRebalanceWorkflow.run,
         RebalancerInput(epoch_s=0.5, window_s=5),
         id="rebalancer",
         task_queue=stack.task_queue,
     )
-    deadline = asyncio.get_running_loop().time() + 40
-    while True:
-        status = await handle.query(TrafficRebalanceWorkflow.status)
-        if status.epochs and status.epochs[-1].outcome == "unchanged":
-            break
-        assert asyncio.get_running_loop().time() < deadline, "rebalancer did not converge"
-        await asyncio.sleep(0.3)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def converged_table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
+    """The table the rebalancer converges to on the roomy lab, found once per session on
+    Temporal's clock (in real time its epochs took 15 s, for every test that needed it)."""
+    env = await start_time_skipping()
+    fleet = MemoryFleet(roomy_config())
+    queue = f"converge-{uuid.uuid4().hex[:8]}"
+    settings = Settings(task_queue=queue, fleet_url=URL, state_dir=tmp_path_factory.mktemp("c"))
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=env.client)
+    try:
+        async with new_worker(env.client, registry.activities(ctx), task_queue=queue):
+            stack = Stack(env.client, fleet, URL, queue, settings, env)
+            handle = await _start_rebalancer(stack)
+            await _until_converged(stack, handle, limit_s=600)
+            await handle.terminate("converged")
+        return (await fleet.routing()).fractions
+    finally:
+        await fleet.aclose()
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def balanced(
+    stack: Stack, converged_table: dict[str, dict[str, float]]
+) -> AsyncIterator[dict[str, dict[str, float]]]:
+    """A running rebalancer (id ``rebalancer``) that has converged; yields the converged table.
+
+    The lab starts at the table the rebalancer converges to (``converged_table``), so its
+    first epoch already changes nothing: no test waits for the epochs that lead there."""
+    table = await stack.fleet.routing()
+    seed = RoutingWrite(fractions=converged_table, reason="test: the converged table")
+    await stack.fleet.write_routing(seed, if_match=table.version, idempotency_key="seed")
+    handle = await _start_rebalancer(stack)
+    await _until_converged(stack, handle)
     yield (await stack.fleet.routing()).fractions
     await handle.terminate("test over")
 
@@ -101,21 +155,29 @@ async def start(stack: Stack, rb: Runbook, **fields: Any) -> WorkflowHandle[Runb
 
 
 async def wait_phase(
-    handle: WorkflowHandle, task: str, phase: TaskPhase, limit_s: float = 30
+    handle: WorkflowHandle,
+    task: str,
+    phase: TaskPhase,
+    limit_s: float = 30,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
-    deadline = asyncio.get_running_loop().time() + limit_s
+    """Until ``task`` is in ``phase``, polling every 0.2 s of ``sleep`` (``stack.sleep`` on
+    the time-skipping server moves workflow time on) for up to ``limit_s`` of it."""
+    polls = int(limit_s / 0.2)
     while True:
         status = await handle.query(RunbookWorkflow.status)
         state = next(t for t in status.tasks if t.id == task)
         if state.phase == phase:
             return
-        assert asyncio.get_running_loop().time() < deadline, (
+        polls -= 1
+        assert polls > 0, (
             f"{task} stuck in {state.phase}: "
             + "; ".join(f"{t.id}={t.phase}:{t.message}" for t in status.tasks)
             + " | "
             + " / ".join(status.events)
         )
-        await asyncio.sleep(0.2)
+        await sleep(0.2)
 
 
 def close(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -> bool:

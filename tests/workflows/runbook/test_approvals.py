@@ -16,13 +16,8 @@ import yaml
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from orchestrator.contracts.runbook import (
-    ApproveInput,
-    RunbookRunInput,
-    SkipReason,
-    TaskPhase,
-    runbook_result,
-)
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import ApproveInput, RunbookRunInput, SkipReason, TaskPhase
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook, RunMode
 from orchestrator.temporal import binary_path

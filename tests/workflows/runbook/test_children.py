@@ -5,14 +5,9 @@ from __future__ import annotations
 import yaml
 from temporalio.client import WorkflowHandle
 
+from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.load_test import LoadTestResult
-from orchestrator.contracts.runbook import (
-    OperatorInput,
-    RunbookReport,
-    TaskPhase,
-    TaskState,
-    runbook_result,
-)
+from orchestrator.contracts.runbook import OperatorInput, RunbookReport, TaskPhase, TaskState
 from orchestrator.runbook.spec import Runbook
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start, wait_phase

@@ -14,7 +14,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from orchestrator.contracts.runbook import ApproveInput, TaskPhase, runbook_result
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import ApproveInput, TaskPhase
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import DRAIN, close, runbook, start, wait_phase
 from workflows.runbook import RunbookWorkflow

@@ -3,15 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import httpx
 import pytest
 
-from orchestrator.contracts.runbook import SkipReason, TaskPhase, runbook_result
-from orchestrator.lab.config import DemandConfig
-from orchestrator.lab.server import LabThread, build_app
-from tests.workflows.conftest import ROOMY_RPS, Stack, lab_config
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import SkipReason, TaskPhase
+from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import runbook, start, wait_phase
 
 HELD = """
@@ -32,12 +28,10 @@ tasks:
 
 
 @pytest.fixture
-def model_lab() -> Iterator[LabThread]:
-    """The model lab with room to take eu-west's web load, and its fault routes, so a
-    test can make a gate fail and pass."""
-    config = lab_config(initial_routing="nearest", demand=DemandConfig(total_rps=ROOMY_RPS))
-    with LabThread(build_app(config, mode="model", faults=True)) as lab:
-        yield lab
+def stack(clock_stack: Stack) -> Stack:
+    """On Temporal's clock, against the roomy lab with its fault routes (a test makes a
+    gate fail and pass)."""
+    return clock_stack
 
 
 def held(holds: int) -> object:
@@ -48,12 +42,12 @@ class TestGateHolds:
     """Holding rereads the gates after ``wait``; each hold is an event the operator sees."""
 
     async def test_a_transient_failure_holds_then_passes(self, stack: Stack) -> None:
-        async with httpx.AsyncClient(base_url=stack.lab_url) as lab:
+        async with stack.lab_http() as lab:
             (
                 await lab.post("/lab/faults", json={"error_rate": {"us-east": 0.3}})
             ).raise_for_status()
             handle = await start(stack, held(10))
-            await wait_phase(handle, "web-down", TaskPhase.BLOCKED)
+            await wait_phase(handle, "web-down", TaskPhase.BLOCKED, sleep=stack.sleep)
             (await lab.delete("/lab/faults")).raise_for_status()
         report = await runbook_result(handle)
         assert report.outcome == "completed", report.events
@@ -62,7 +56,7 @@ class TestGateHolds:
 
     async def test_a_lasting_failure_rolls_back_after_the_holds(self, stack: Stack) -> None:
         before = (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0)
-        async with httpx.AsyncClient(base_url=stack.lab_url) as lab:
+        async with stack.lab_http() as lab:
             (
                 await lab.post("/lab/faults", json={"error_rate": {"us-east": 0.3}})
             ).raise_for_status()

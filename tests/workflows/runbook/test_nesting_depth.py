@@ -13,7 +13,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.runbook import RunbookActivities
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TaskPhase, runbook_result
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TaskPhase
 from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook
 from tests.fixtures.temporal import new_worker
 from workflows.runbook import RunbookWorkflow

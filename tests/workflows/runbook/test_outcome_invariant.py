@@ -46,6 +46,7 @@ from orchestrator.activities.runbook import (
     NotifyInput,
     WeightInput,
 )
+from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.runbook import (
     OperatorInput,
     RunbookReport,
@@ -53,7 +54,6 @@ from orchestrator.contracts.runbook import (
     SkipReason,
     TaskControlInput,
     TaskPhase,
-    runbook_result,
     unfinished,
     why_not_completed,
 )

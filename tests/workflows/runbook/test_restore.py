@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from orchestrator.contracts.runbook import RunbookReport, runbook_result
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.models import ServiceWeightChange
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start

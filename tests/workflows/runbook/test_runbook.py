@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from orchestrator.contracts.runbook import (
-    ApproveInput,
-    OperatorInput,
-    TaskControlInput,
-    TaskPhase,
-    runbook_result,
-)
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import ApproveInput, OperatorInput, TaskControlInput, TaskPhase
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import DRAIN, close, runbook, start, wait_phase
 from workflows.runbook import RunbookWorkflow

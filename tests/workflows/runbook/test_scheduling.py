@@ -1,19 +1,15 @@
-"""How RunbookWorkflow schedules tasks and lets operators past a failed condition."""
+"""How RunbookWorkflow schedules tasks and lets operators past a failed condition.
+
+On Temporal's clock (``clock_stack``): the delays and condition polls take no real time.
+"""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from orchestrator.contracts.runbook import (
-    OperatorInput,
-    RunbookStatus,
-    TaskControlInput,
-    TaskPhase,
-    runbook_result,
-)
+from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import OperatorInput, RunbookStatus, TaskControlInput, TaskPhase
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import runbook, start, wait_phase
 from workflows.runbook import RunbookWorkflow
@@ -44,14 +40,18 @@ tasks:
 """
 
 
-async def until_overridden(handle: WorkflowHandle, task: str) -> RunbookStatus:
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
+@pytest.fixture
+def stack(clock_stack: Stack) -> Stack:
+    return clock_stack
+
+
+async def until_overridden(stack: Stack, handle: WorkflowHandle, task: str) -> RunbookStatus:
+    for _ in range(150):
         status: RunbookStatus = await handle.query(RunbookWorkflow.status)
         if next(t for t in status.tasks if t.id == task).overrides:
             return status
-        assert asyncio.get_running_loop().time() < deadline, status.events
-        await asyncio.sleep(0.2)
+        await stack.sleep(0.2)
+    raise AssertionError(status.events)
 
 
 class TestParallelScheduling:
@@ -77,7 +77,7 @@ class TestOverrideAndPause:
 
     async def test_override_a_failed_condition(self, stack: Stack) -> None:
         handle = await start(stack, runbook(GUARDED))
-        await wait_phase(handle, "needs-impossible-health", TaskPhase.BLOCKED)
+        await wait_phase(handle, "needs-impossible-health", TaskPhase.BLOCKED, sleep=stack.sleep)
         with pytest.raises(WorkflowUpdateFailedError):
             await handle.execute_update(
                 RunbookWorkflow.override,
@@ -90,7 +90,7 @@ class TestOverrideAndPause:
         )
         # The override is taken at the next poll of the condition; the pause set before it
         # then holds the task at its first step.
-        status = await until_overridden(handle, "needs-impossible-health")
+        status = await until_overridden(stack, handle, "needs-impossible-health")
         assert status.state == "paused"
         phases = {t.id: t.phase for t in status.tasks}
         assert phases["needs-impossible-health"] not in (TaskPhase.RUNNING, TaskPhase.DONE)

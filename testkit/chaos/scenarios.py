@@ -3,10 +3,10 @@ and the fault classes around the routing writer (run once each, without worker k
 
 from __future__ import annotations
 
-from tests.chaos.fault_scenarios import FleetOutage, LabRestart, WorkerStarvation
-from tests.chaos.harness import Scenario
-from tests.chaos.traffic_scenarios import DrainRestore, LoadTest, RebalanceEpochs
-from tests.chaos.training_scenario import TrainingRecovery
+from testkit.chaos.fault_scenarios import FleetOutage, LabRestart, WorkerStarvation
+from testkit.chaos.harness import Scenario
+from testkit.chaos.traffic_scenarios import DrainRestore, LoadTest, RebalanceEpochs
+from testkit.chaos.training_scenario import TrainingRecovery
 
 __all__ = ["FAULT_CLASSES", "SCENARIOS"]
 

@@ -13,10 +13,10 @@ from fastapi import FastAPI
 
 from orchestrator.lab.server import build_app as build_lab
 from orchestrator.triggers.auth import SIGNATURE_HEADER, signature_headers
-from tests.fuzz.probes import Verdict, _crash, one_line
-from tests.triggers.conftest import MemoryStarter, make_app
-from tests.triggers.payloads import HMAC_SECRET, TOKEN, alert, notification, runbook
-from tests.workflows.conftest import lab_config
+from testkit.fuzz.probes import Verdict, _crash, one_line
+from testkit.lab import lab_config
+from testkit.trigger_payloads import HMAC_SECRET, TOKEN, alert, notification, runbook
+from testkit.triggers import MemoryStarter, make_app
 
 __all__ = [
     "VALID_ALERTS",

@@ -15,7 +15,7 @@ A new workflow type is one small :class:`Scenario` subclass in its own module
 (``traffic_scenarios.py``, ``training_scenario.py``): ``prepare`` (before the
 chaos), ``run`` (under the chaos, returns when the workflow is done) and
 ``verify`` (problems found, empty when right); add it to ``SCENARIOS`` in
-:mod:`tests.chaos.scenarios`.
+:mod:`testkit.chaos.scenarios`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from orchestrator.lab.server import LabThread, build_app
 from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import AuditEntry
 from orchestrator.temporal import data_converter
-from tests.fixtures.lab import RunningLab, launch_lab
-from tests.fixtures.ports import free_port
+from testkit.lab import RunningLab, launch_lab
+from testkit.ports import free_port
 
 __all__ = [
     "ChaosPlan",

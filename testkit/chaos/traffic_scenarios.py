@@ -1,7 +1,7 @@
 """Chaos scenarios of the traffic workflows: the rebalancer, a region drain + restore, a load test.
 
-Each is a :class:`~tests.chaos.harness.Scenario`; they are registered in
-:mod:`tests.chaos.scenarios`.
+Each is a :class:`~testkit.chaos.harness.Scenario`; they are registered in
+:mod:`testkit.chaos.scenarios`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from tests.chaos.harness import (
+from testkit.chaos.harness import (
     ROOT,
     ChaosStack,
     Scenario,
@@ -114,7 +114,8 @@ class DrainRestore(Scenario):
         stack.notes["topology"] = await stack.read(stack.fleet.topology)
 
     async def _runbook(self, stack: ChaosStack, name: str, restore_of: str | None = None) -> str:
-        from orchestrator.contracts.runbook import RunbookRunInput, runbook_result
+        from orchestrator.clients.runbook_runs import runbook_result
+        from orchestrator.contracts.runbook import RunbookRunInput
         from orchestrator.runbook.lint import load_runbook
         from workflows.runbook import RunbookWorkflow
 

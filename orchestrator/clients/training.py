@@ -22,12 +22,12 @@ from temporalio.common import (
 )
 
 from orchestrator.contracts.training_supervisor import (
+    SUPERVISOR_WORKFLOW,
     SupervisorInput,
     SupervisorStatus,
     supervisor_id,
 )
 from orchestrator.temporal import JOB_ID
-from workflows.training_supervisor import TrainingJobSupervisorWorkflow
 
 __all__ = ["start_supervisor", "supervisor_status", "wait_for_supervisor"]
 
@@ -48,8 +48,9 @@ async def start_supervisor(
     inp = options.model_copy(update={"job": job}) if options else SupervisorInput(job=job)
     attrs = TypedSearchAttributes([SearchAttributePair(JOB_ID, job)]) if search_attributes else None
     return await client.start_workflow(
-        TrainingJobSupervisorWorkflow.run,
+        SUPERVISOR_WORKFLOW,
         inp,
+        result_type=SupervisorStatus,
         id=supervisor_id(job),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -59,7 +60,8 @@ async def start_supervisor(
 
 async def supervisor_status(client: Client, job: str) -> SupervisorStatus:
     handle = client.get_workflow_handle(supervisor_id(job))
-    return await handle.query(TrainingJobSupervisorWorkflow.status)
+    status: SupervisorStatus = await handle.query("status", result_type=SupervisorStatus)
+    return status
 
 
 async def wait_for_supervisor(

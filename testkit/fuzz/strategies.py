@@ -193,11 +193,14 @@ CLI_VALUES = st.one_of(
 def command_table(app: Any, skip: set[tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
     """Every leaf command of a Typer app and its option names, minus ``skip``."""
     import typer.main
+    from typer.core import TyperGroup
+
+    from orchestrator.commands.lazy import all_commands
 
     table: dict[tuple[str, ...], list[str]] = {}
 
     def walk(command: Any, path: tuple[str, ...]) -> None:
-        subs = getattr(command, "commands", None)
+        subs = all_commands(command) if isinstance(command, TyperGroup) else None
         if subs:
             for name, sub in subs.items():
                 walk(sub, (*path, name))

@@ -23,7 +23,7 @@ from temporalio import workflow as wf
 
 from orchestrator import registry
 from orchestrator.cli import app as cli_app
-from tests.fuzz.probes import (
+from testkit.fuzz.probes import (
     SERVING,
     CliProbe,
     RunbookProbe,
@@ -32,8 +32,8 @@ from tests.fuzz.probes import (
     valid_instances,
     valid_runbooks,
 )
-from tests.fuzz.probes_http import VALID_ALERTS, VALID_MANUAL, LabProbe, TriggerProbe
-from tests.fuzz.strategies import JSON, JUNK_BYTES, bodies, cli_args, command_table, mutated
+from testkit.fuzz.probes_http import VALID_ALERTS, VALID_MANUAL, LabProbe, TriggerProbe
+from testkit.fuzz.strategies import JSON, JUNK_BYTES, bodies, cli_args, command_table, mutated
 
 __all__ = [
     "BOUNDARIES",

@@ -15,8 +15,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from tests.chaos.harness import ChaosStack, Scenario, audit_problems
-from tests.chaos.traffic_scenarios import start_rebalancer, wait_converged
+from testkit.chaos.harness import ChaosStack, Scenario, audit_problems
+from testkit.chaos.traffic_scenarios import start_rebalancer, wait_converged
 
 __all__ = ["FleetOutage", "LabRestart", "WorkerStarvation", "retry_budget_s"]
 

@@ -10,6 +10,12 @@ it failed at (so the crash-loop guard rightly sees progress). The monkey aims on
 kill within 2.5 s of each fault. Two failures per run, so the supervisor
 continues-as-new under the chaos too.
 
+The job's progress is gated on the faults, not raced against them: it has far more steps
+than the trial has time for, so however slowly a loaded machine lets the scenario inject
+(four trials share two cores), the job cannot finish before the last fault. Once the last
+recovery has restarted it, the scenario speeds that run up (a straggler factor below 1,
+through the lab's fault API) and the job finishes its steps within a second.
+
 Afterwards the lab's audit log must show each failure's recovery applied exactly
 once: one stop and one start per failure number (launch included), one quarantine
 per GPU error and none otherwise, exactly one start between one injected fault and
@@ -41,12 +47,17 @@ from orchestrator.contracts.training_supervisor import (
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
 from orchestrator.models import AuditEntry
-from tests.chaos.harness import ChaosPlan, ChaosStack, Scenario, repeated_changes
+from testkit.chaos.harness import ChaosPlan, ChaosStack, Scenario, repeated_changes
 
 __all__ = ["FAULTS", "TrainingRecovery", "training_problems"]
 
 JOB = "llm-chaos"
 CHECKPOINT_EVERY = 20
+STEP_MS = 20.0
+#: 2,000 s of steps at STEP_MS: far past the trial's limit, so only the speed-up ends the job
+TOTAL_STEPS = 100_000
+#: how long the last run may take to finish its steps once sped up
+FINISH_S = 1.0
 #: the lab fault injected, and the failure kind the supervisor must record for it
 FAULTS: list[tuple[str, FailureKind]] = [
     ("gpu-error", FailureKind.GPU),
@@ -78,9 +89,9 @@ class TrainingRecovery(Scenario):
                 name=JOB,
                 region="us-east",
                 hosts=2,
-                total_steps=1000,
+                total_steps=TOTAL_STEPS,
                 checkpoint_every=CHECKPOINT_EVERY,
-                step_ms=20.0,
+                step_ms=STEP_MS,
                 heartbeat_s=0.5,
                 seed=5,
                 keep=4,
@@ -105,7 +116,7 @@ class TrainingRecovery(Scenario):
         await asyncio.sleep(rng.uniform(0.0, 2.5))
 
     async def run(self, stack: ChaosStack) -> None:
-        from orchestrator.commands.training_control import start_supervisor
+        from orchestrator.clients.training import start_supervisor
 
         deadline = time.monotonic() + self.limit_s
         stack.notes["injected"] = []
@@ -126,8 +137,19 @@ class TrainingRecovery(Scenario):
                 stopped = await self._job(stack)
             stack.notes["high"] = stopped.step
             stack.notes["injected"].append({"fault": fault, "step": stopped.step, **body})
+        job = await self._steady(stack, recovered=len(FAULTS), deadline=deadline)
+        await self._finish_soon(stack, job)
         final = await asyncio.wait_for(handle.result(), max(deadline - time.monotonic(), 1.0))
         stack.notes["final"] = final
+
+    @staticmethod
+    async def _finish_soon(stack: ChaosStack, job: TrainingJob) -> None:
+        """Speed the job's current run up so that its remaining steps take FINISH_S."""
+        left_s = (job.total_steps - job.step) * STEP_MS / 1000.0
+        body = {"job": JOB, "factor": FINISH_S / max(left_s, FINISH_S)}
+        # The run is alive (no fault is left to kill it, and it cannot finish on its own).
+        async with stack.lab.http() as http:
+            (await http.post("/lab/training/faults/straggler", json=body)).raise_for_status()
 
     @staticmethod
     def _target(stack: ChaosStack, fault: str, job: TrainingJob) -> dict[str, Any]:

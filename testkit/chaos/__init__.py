@@ -1,0 +1,1 @@
+"""The chaos trials: worker SIGKILLs, a dev-server restart and a flaky fleet API."""

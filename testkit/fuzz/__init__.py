@@ -1,0 +1,1 @@
+"""The fuzz campaign: boundaries, their probes and the strategies that feed them."""

@@ -1,0 +1,62 @@
+"""One wait-until-ready loop: it returns as soon as the thing is ready, says no after the
+timeout, and fails at once when what it waits for has died."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from orchestrator.waiting import wait_until, wait_until_async
+
+
+class TestWaitUntil:
+    """Polls until ready or the timeout; ``alive`` raising stops the wait at once; an
+    ignored exception from a poll means not ready yet."""
+
+    def test_ready_on_the_third_poll(self) -> None:
+        polls = itertools.count(1)
+        assert wait_until(lambda: next(polls) >= 3, timeout_s=5, interval_s=0.001)
+        assert next(polls) == 4
+
+    def test_never_ready(self) -> None:
+        assert not wait_until(lambda: False, timeout_s=0.01, interval_s=0.001)
+
+    def test_dead_before_ready(self) -> None:
+        def dead() -> None:
+            raise RuntimeError("the server exited with status 1")
+
+        with pytest.raises(RuntimeError, match="exited"):
+            wait_until(lambda: False, timeout_s=5, alive=dead)
+
+    def test_ignored_errors_are_not_ready(self) -> None:
+        polls = itertools.count(1)
+
+        def refused_twice() -> bool:
+            if next(polls) < 3:
+                raise ConnectionError("refused")
+            return True
+
+        assert wait_until(refused_twice, timeout_s=5, interval_s=0.001, ignore=(ConnectionError,))
+
+    def test_other_errors_propagate(self) -> None:
+        def broken() -> bool:
+            raise ValueError("a bug, not a server that is starting")
+
+        with pytest.raises(ValueError):
+            wait_until(broken, timeout_s=5, interval_s=0.001, ignore=(ConnectionError,))
+
+
+class TestWaitUntilAsync:
+    """The same in an event loop, with a coroutine or a plain function as the poll."""
+
+    async def test_coroutine_poll(self) -> None:
+        polls = itertools.count(1)
+
+        async def ready() -> bool:
+            return next(polls) >= 2
+
+        assert await wait_until_async(ready, timeout_s=5, interval_s=0.001)
+
+    async def test_timeout(self) -> None:
+        assert not await wait_until_async(lambda: False, timeout_s=0.01, interval_s=0.001)
