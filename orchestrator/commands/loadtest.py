@@ -1,7 +1,9 @@
 """``orchestrator loadtest REGION``: a Kraken-style live load test; ``report`` / ``abort`` ID.
 
 ``orchestrator loadtest eu-west --wait`` starts LiveLoadTestWorkflow and follows
-its progress query step by step; without ``--wait`` it prints the workflow id.
+its progress query step by step; without ``--wait`` it prints the workflow id. A
+test that ends before its first load step (the baseline already over a threshold)
+found no capacity: it exits non-zero, saying why.
 ``orchestrator loadtest report ID`` shows a finished test's result (or a running
 one's progress) and ``orchestrator loadtest abort ID`` ends one, returning once
 the routing found at its start is back.
@@ -152,6 +154,9 @@ def run(
         print_json(result)
     else:
         _print_result(result)
+    if result.steps == 0:
+        # Nothing was measured past the baseline: the estimate is no capacity at all.
+        fail(f"{result.workflow_id} took no load step, so it found no capacity: {result.reason}")
 
 
 @app.command("report")
