@@ -12,12 +12,14 @@ orchestrator says about it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -109,6 +111,7 @@ class Session:
         }
         self.background: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.timings: dict[str, float] = {}
+        self.watch: Watch | None = None
 
     @property
     def lab_url(self) -> str:
@@ -204,6 +207,46 @@ class Fleet:
             return False
 
 
+class Watch:
+    """Samples the fleet's regions every 2 s, by phase of the path, for the record (the
+    numbers that chose the defaults: p99 and error rate at rest and while draining)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.phase = "start"
+        self.samples: dict[str, list[dict[str, Any]]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="readme-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=5.0) as http:
+            while not self._stop.wait(2.0):
+                with contextlib.suppress(httpx.HTTPError, ValueError):
+                    regions = http.get("/v1/health").json()["regions"]
+                    self.samples.setdefault(self.phase, []).append(
+                        {r["region"]: (r["p99_ms"], r["error_rate"], r["rps"]) for r in regions}
+                    )
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per phase and region: the highest p99 and error rate seen, and the median p99."""
+        out: dict[str, dict[str, Any]] = {}
+        for phase, samples in self.samples.items():
+            for region in samples[0]:
+                p99 = sorted(s[region][0] for s in samples if s[region][0] is not None)
+                errors = [s[region][1] for s in samples if s[region][1] is not None]
+                out.setdefault(phase, {})[region] = {
+                    "p99_median": round(p99[len(p99) // 2]) if p99 else None,
+                    "p99_max": round(p99[-1]) if p99 else None,
+                    "errors_max": max(errors, default=None),
+                }
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=2.0).status_code == 200
@@ -229,6 +272,9 @@ def session(tmp_path: Path) -> Iterator[Session]:
     try:
         yield opened
     finally:
+        if opened.watch is not None:
+            opened.watch.stop()
+            print(json.dumps({"fleet": opened.watch.summary()}, indent=1))
         left = opened.stop()
         print(json.dumps({"timings_s": opened.timings}, indent=1))
         assert not left, f"left running after SIGTERM: {left}"
@@ -253,12 +299,15 @@ class TestReadmePath:
         session.start(lab, lambda: answers(f"{session.lab_url}/healthz"))
         session.start(traffic, fleet.serving_everywhere)
         share_before = fleet.share(REGION)
+        watch = session.watch = Watch(session.lab_url)
 
         rebalance, drain, status, undrain, loadtest = TYPED[BACKGROUND:]
         code, out = session.run(rebalance, within=60)
         assert code == 0, out
 
+        watch.phase = "drain"
         code, out = session.run(drain, within=480)
+        watch.phase = "drained"
         assert code == 0 and f"drain-{REGION}: completed" in out, out[-4000:]
         assert fleet.share(REGION) == 0.0
         until(lambda: fleet.rps(REGION), lambda rps: rps <= 1.0, 30, f"{REGION} ~0 rps")
@@ -269,12 +318,16 @@ class TestReadmePath:
         shown = {r["region"]: r["status"] for r in json.loads(out)["regions"]}
         assert shown[REGION] == "drained", out
 
+        watch.phase = "undrain"
         code, out = session.run(undrain, within=420)
+        watch.phase = "restored"
         assert code == 0 and f"undrain-{REGION}: completed" in out, out[-4000:]
         assert fleet.share(REGION) > 0.5 * share_before
         until(lambda: fleet.rps(REGION), lambda rps: rps > 1.0, 30, f"{REGION} serving again")
 
+        watch.phase = "loadtest"
         code, out = session.run(loadtest, within=420)
+        watch.phase = "end"
         assert code == 0, out[-4000:]
         found = re.search(rf"(loadtest-{REGION}-[0-9a-f]+): (\w+) after (\d+) steps", out)
         assert found, out[-4000:]
