@@ -88,7 +88,7 @@ class TrafficRebalanceWorkflow(WriterSupport):
         workflow.continue_as_new(inp.model_copy(update={"state": self.state}))
 
     async def _sleep_until_next_epoch(self) -> None:
-        wait_s = self.inp.epoch_s if self.retry_s is None else self.retry_s
+        wait_s = self.next_epoch_s()
         self.retry_s = None
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self.wake, timeout=timedelta(seconds=wait_s))

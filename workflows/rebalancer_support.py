@@ -47,6 +47,8 @@ __all__ = [
     "KEYS_PATCH",
     "OUTAGE_PATCH",
     "RECOVER_PATCH",
+    "SOON_PATCH",
+    "UNTRUSTED_RETRY_S",
     "URGENT_RETRIES",
     "WriterSupport",
     "failure_reason",
@@ -70,6 +72,13 @@ RECOVER_PATCH = "rebalancer-recover-holds"
 #: before it is refused
 URGENT_RETRIES = 3
 URGENT_RETRY_PATCH = "retry-untrusted-urgent-epoch"
+#: an epoch with no trusted view of the fleet yet (the first, before every region served
+#: traffic) is tried again a window later, not an epoch later (300 s by default), and an
+#: override waiting on an untrusted epoch too when no window is configured: overrides
+#: (a drain's first step) need that view
+SOON_PATCH = "rebalancer-untrusted-retried-soon"
+#: the retry when the rebalancer reads the fleet's default window (it does not know its length)
+UNTRUSTED_RETRY_S = 10.0
 
 
 def failure_reason(exc: ActivityError) -> str:
@@ -142,8 +151,23 @@ class WriterSupport:
         if not workflow.patched(URGENT_RETRY_PATCH):
             return False
         self.urgent_skips += 1
-        self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
+        if workflow.patched(SOON_PATCH):
+            self.retry_s = self.soon_s()
+        else:
+            self.retry_s = min(self.inp.epoch_s, self.inp.window_s or self.inp.epoch_s)
         return True
+
+    def soon_s(self) -> float:
+        """Seconds to an epoch that retries one whose inputs could not be trusted."""
+        return min(self.inp.epoch_s, self.inp.window_s or UNTRUSTED_RETRY_S)
+
+    def next_epoch_s(self) -> float:
+        """Seconds to the next epoch: sooner while the rebalancer has no trusted view yet."""
+        if self.retry_s is not None:
+            return self.retry_s
+        if self.state.view is None and workflow.patched(SOON_PATCH):
+            return self.soon_s()
+        return self.inp.epoch_s
 
     def _unreachable(self, doing: str, exc: ActivityError) -> str:
         reason = f"fleet unreachable while {doing}: {failure_reason(exc)}"

@@ -1,6 +1,8 @@
 """``orchestrator drain REGION`` and ``orchestrator undrain REGION``: the shipped
 region-drain / region-restore runbooks as one command each.
 
+A drain whose runbook shifts traffic refuses at once, like ``undrain``, when no
+rebalancer runs: the rebalancer is the only writer of routing and holds the region.
 Before a drain starts, the capacity check runs here (and again as the drain's
 first activity, for drains started by triggers): it refuses, with every
 region's predicted utilization, a drain after which the other regions would run
@@ -35,11 +37,11 @@ from orchestrator.commands.runbook_control import (
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.drain import DrainCheckInput
-from orchestrator.contracts.runbook import RunbookReport
+from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
 from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast
 
-__all__ = ["RUNBOOKS_DIR", "register"]
+__all__ = ["RUNBOOKS_DIR", "register", "shifts_traffic"]
 
 #: the runbooks shipped with the project
 RUNBOOKS_DIR = Path(__file__).resolve().parents[2] / "runbooks"
@@ -111,6 +113,10 @@ def register(app: typer.Typer) -> None:
                 await fleet.aclose()
             if dry_run:
                 return forecast, running
+            if shifts_traffic(inp):
+                # A traffic shift asks the rebalancer for its hold: without one the first
+                # step would fail after its retries and the drain roll back. Refuse now.
+                await require_rebalancer(client, settings, f"drain {region}")
             return await start_and_follow(client, settings, inp, wid, wait and not as_json)
 
         answer = with_client(body, "drain")
@@ -150,6 +156,13 @@ def register(app: typer.Typer) -> None:
             return await start_and_follow(client, settings, inp, wid, wait and not as_json)
 
         _started(with_client(body, "undrain"), wid, as_json)
+
+
+def shifts_traffic(inp: RunbookRunInput) -> bool:
+    """Whether the run (or a runbook it nests) has a traffic_shift task: one that needs the
+    rebalancer, the only writer of routing, to hold the region."""
+    runbooks = [inp.runbook, *inp.nested.values()]
+    return any(task.template == "traffic_shift" for rb in runbooks for task in rb.tasks)
 
 
 def _started(report: RunbookReport | None, wid: str, as_json: bool) -> None:

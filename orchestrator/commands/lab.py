@@ -58,8 +58,15 @@ def serve(
 @app.command()
 def traffic(
     rps: float = typer.Option(..., "--rps", min=0.1, help="Total requests per second."),
-    duration: float = typer.Option(60.0, "--duration", min=1.0, help="Seconds to run."),
-    lab: str = typer.Option("http://127.0.0.1:8080", "--lab", help="The lab's base URL."),
+    duration: float | None = typer.Option(
+        None, "--duration", min=1.0, help="Seconds to run [default: until Ctrl-C or SIGTERM]."
+    ),
+    lab: str = typer.Option(
+        "http://127.0.0.1:8080",
+        "--lab",
+        envvar="ORCHESTRATOR_FLEET_URL",
+        help="The lab's base URL (the fleet the orchestrator uses).",
+    ),
     users: int = typer.Option(
         0, "--users", min=0, help="Locust users (default: one per 2 rps, at least one per PoP)."
     ),
@@ -124,13 +131,13 @@ def traffic(
         str(count),
         "-r",
         str(count),
-        "--run-time",
-        f"{math.ceil(duration)}s",
+        *(["--run-time", f"{math.ceil(duration)}s"] if duration is not None else []),
         "--only-summary",
         "--stop-timeout",
         "5",
     ]
-    console.print(f"locust: {count} users, {rps:g} rps total for {duration:g}s against {lab}")
+    until = f"for {duration:g}s" if duration is not None else "until stopped"
+    console.print(f"locust: {count} users, {rps:g} rps total {until} against {lab}")
     code = _run_until_signal(command, env)
     if code == 130:
         raise typer.Exit(130)  # stopped by a signal, as asked: Locust is stopped too

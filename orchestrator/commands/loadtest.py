@@ -1,7 +1,9 @@
 """``orchestrator loadtest REGION``: a Kraken-style live load test; ``report`` / ``abort`` ID.
 
 ``orchestrator loadtest eu-west --wait`` starts LiveLoadTestWorkflow and follows
-its progress query step by step; without ``--wait`` it prints the workflow id.
+its progress query step by step; without ``--wait`` it prints the workflow id. A
+test that ends before its first load step (the baseline already over a threshold)
+found no capacity: it exits non-zero, saying why.
 ``orchestrator loadtest report ID`` shows a finished test's result (or a running
 one's progress) and ``orchestrator loadtest abort ID`` ends one, returning once
 the routing found at its start is back.
@@ -30,6 +32,11 @@ from orchestrator.commands.output import JSON_OPTION, console, error_reason, fai
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.load_test import (
+    DEFAULT_MAX_ERROR_RATE,
+    DEFAULT_MAX_UTILIZATION,
+    DEFAULT_P99_SLO_MS,
+    DEFAULT_SETTLE_S,
+    DEFAULT_WINDOW_S,
     AbortInput,
     LoadTestInput,
     LoadTestProgress,
@@ -75,7 +82,11 @@ def parse_metrics(
     """``KEY`` or ``KEY=NOMORE`` specs as banded metrics (None: the whole default set)."""
     if not specs:
         return None
-    thresholds: dict[str, float] = {}
+    thresholds: dict[str, float] = {
+        "p99_slo_ms": DEFAULT_P99_SLO_MS,
+        "max_error_rate": DEFAULT_MAX_ERROR_RATE,
+        "max_utilization": DEFAULT_MAX_UTILIZATION,
+    }
     keys: list[str] = []
     for spec in specs:
         key, sep, value = spec.partition("=")
@@ -100,10 +111,21 @@ def run(
     region: str = typer.Argument(..., help="The region to load."),
     service: str = typer.Option("web", help="The service pool whose capacity is measured."),
     metric: list[str] = typer.Option(
-        [], "--metric", "-m", help="Watch KEY (p99_ms, error_rate, utilization) or KEY=NOMORE."
+        [],
+        "--metric",
+        "-m",
+        help=(
+            "Watch KEY (p99_ms, error_rate, utilization) or KEY=NOMORE [default: all three, "
+            f"p99_ms={DEFAULT_P99_SLO_MS:g}, error_rate={DEFAULT_MAX_ERROR_RATE:g}, "
+            f"utilization={DEFAULT_MAX_UTILIZATION:g}]."
+        ),
     ),
-    window: float = typer.Option(30.0, "--window", min=0.1, help="Seconds judged per step."),
-    settle: float = typer.Option(10.0, "--settle", min=0.0, help="Seconds to settle per step."),
+    window: float = typer.Option(
+        DEFAULT_WINDOW_S, "--window", min=0.1, help="Seconds judged per step."
+    ),
+    settle: float = typer.Option(
+        DEFAULT_SETTLE_S, "--settle", min=0.0, help="Seconds to settle per step."
+    ),
     max_steps: int = typer.Option(20, "--max-steps", min=1, max=200),
     policy: str = typer.Option("adaptive", help="adaptive, or kraken_fixed (15%/1% steps)."),
     workflow_id: str | None = typer.Option(None, "--id", help="Workflow id to use."),
@@ -155,6 +177,9 @@ def run(
         print_json(result)
     else:
         _print_result(result)
+    if result.steps == 0:
+        # Nothing was measured past the baseline: the estimate is no capacity at all.
+        fail(f"{result.workflow_id} took no load step, so it found no capacity: {result.reason}")
 
 
 @app.command("report")

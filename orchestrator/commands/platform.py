@@ -42,6 +42,7 @@ def server(
     """Run the embedded Temporal dev server (with UI) until Ctrl-C or SIGTERM."""
     from orchestrator.devserver import DevServer
     from orchestrator.processes import interrupt_on_signals
+    from orchestrator.temporal import SEARCH_ATTRIBUTES
 
     if log_file is None:
         log_file = settings_or_exit().state_dir / "temporal-server.log"
@@ -55,7 +56,8 @@ def server(
                 + f", log in {log_file}",
                 highlight=False,
             )
-            console.print("Search attributes: Region, Runbook, JobId, RunKind. Ctrl-C stops.")
+            names = ", ".join(key.name for key in SEARCH_ATTRIBUTES)
+            console.print(f"Search attributes: {names}. Ctrl-C stops.")
             code = dev.wait()
         except OrchestratorError as exc:
             fail(str(exc), code=2)

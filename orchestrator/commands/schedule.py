@@ -33,7 +33,7 @@ from orchestrator.commands.runbook import PARAM_OPTION, parse_params
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.drill import DRILL_WORKFLOW, BlockedWindow, DrillInput
-from orchestrator.contracts.load_test import LoadTestInput
+from orchestrator.contracts.load_test import DEFAULT_SETTLE_S, DEFAULT_WINDOW_S, LoadTestInput
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.policy.drill import parse_window
 from orchestrator.runbook import load_runbook
@@ -166,8 +166,10 @@ def create_loadtest(
     schedule_id: str = typer.Argument("daily-loadtest", help="The schedule's id."),
     region: str = typer.Option(..., "--region", help="The region to load."),
     service: str = typer.Option("web", "--service"),
-    window: float = typer.Option(30.0, "--window", help="Seconds of health judged per step."),
-    settle: float = typer.Option(10.0, "--settle", help="Seconds before each window."),
+    window: float = typer.Option(
+        DEFAULT_WINDOW_S, "--window", help="Seconds of health judged per step."
+    ),
+    settle: float = typer.Option(DEFAULT_SETTLE_S, "--settle", help="Seconds before each window."),
     every: str | None = EVERY_OPTION,
     cron: list[str] = CRON_OPTION,
     paused: bool = PAUSED_OPTION,

@@ -30,8 +30,20 @@ from orchestrator.policy.kraken import (
     kraken_fixed_step,
     next_step,
 )
+from orchestrator.runbook.load_defaults import (
+    DEFAULT_MAX_ERROR_RATE,
+    DEFAULT_MAX_UTILIZATION,
+    DEFAULT_P99_SLO_MS,
+    DEFAULT_SETTLE_S,
+    DEFAULT_WINDOW_S,
+)
 
 __all__ = [
+    "DEFAULT_MAX_ERROR_RATE",
+    "DEFAULT_MAX_UTILIZATION",
+    "DEFAULT_P99_SLO_MS",
+    "DEFAULT_SETTLE_S",
+    "DEFAULT_WINDOW_S",
     "AbortInput",
     "LoadTestBaseline",
     "LoadTestInput",
@@ -106,13 +118,13 @@ class LoadTestInput(BaseModel):
     #: banded metrics to watch; None: the lab set (p99, error rate, utilization) of the
     #: service pool in the region, with the thresholds below
     metrics: list[HealthMetric] | None = None
-    p99_slo_ms: float = Field(default=100.0, gt=0)
-    max_error_rate: float = Field(default=0.01, gt=0, le=1)
-    max_utilization: float = Field(default=0.9, gt=0, le=1)
+    p99_slo_ms: float = Field(default=DEFAULT_P99_SLO_MS, gt=0)
+    max_error_rate: float = Field(default=DEFAULT_MAX_ERROR_RATE, gt=0, le=1)
+    max_utilization: float = Field(default=DEFAULT_MAX_UTILIZATION, gt=0, le=1)
     #: seconds of health judged per step (Kraken: 60 s aggregation; seconds in the lab)
-    window_s: float = Field(default=30.0, gt=0)
+    window_s: float = Field(default=DEFAULT_WINDOW_S, gt=0)
     #: seconds to let a new table take effect before the window starts (new buckets warm up)
-    settle_s: float = Field(default=10.0, ge=0)
+    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)
     max_steps: int = Field(default=20, ge=1, le=200)
     #: the target never gets more than this share of the service's total demand
     max_pin_share: Fraction = 0.95

@@ -24,6 +24,13 @@ from typing import Any, Literal, TypeVar
 from pydantic import AnyHttpUrl, BaseModel, Field, model_validator
 
 from orchestrator.models import Fraction, StrictModel
+from orchestrator.runbook.load_defaults import (
+    DEFAULT_MAX_ERROR_RATE,
+    DEFAULT_MAX_UTILIZATION,
+    DEFAULT_P99_SLO_MS,
+    DEFAULT_SETTLE_S,
+    DEFAULT_WINDOW_S,
+)
 from orchestrator.runbook.predicates import Predicate
 from orchestrator.runbook.types import Duration, RunbookRef
 
@@ -266,13 +273,13 @@ class LoadTestArgs(StrictModel):
     #: which of the lab metrics (p99_ms, error_rate, utilization) to watch
     metrics: list[LoadMetric] = Field(default_factory=lambda: list(DEFAULT_LOAD_METRICS))
     service: str | None = None
-    #: stop raising load once utilization reaches this
-    max_utilization: Fraction = 0.9
-    p99_slo_ms: float = Field(default=100.0, gt=0)
-    max_error_rate: float = Field(default=0.01, gt=0, le=1)
+    #: stop raising load once utilization reaches this (defaults: LoadTestInput's)
+    max_utilization: Fraction = DEFAULT_MAX_UTILIZATION
+    p99_slo_ms: float = Field(default=DEFAULT_P99_SLO_MS, gt=0)
+    max_error_rate: float = Field(default=DEFAULT_MAX_ERROR_RATE, gt=0, le=1)
     #: health judged per load step, and the settling time before it
-    window_s: Duration = 30.0
-    settle_s: Duration = 10.0
+    window_s: Duration = DEFAULT_WINDOW_S
+    settle_s: Duration = DEFAULT_SETTLE_S
     max_steps: int = Field(default=20, ge=1, le=200)
 
 

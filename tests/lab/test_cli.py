@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -152,6 +154,43 @@ class TestTrafficStopsWithItsParent:
             lab.stop()
         assert cli.returncode == 130
         assert "Traceback" not in (cli.stderr.read() if cli.stderr else "")
+
+
+@pytest.mark.server  # a lab thread, the CLI and Locust as processes
+class TestTrafficByHand:
+    """`orchestrator lab traffic --rps N` as the README types it: aimed at the fleet that
+    ORCHESTRATOR_FLEET_URL names, and running until stopped (it stopped after 60 s, and
+    a drain typed a minute later drained a region nobody was using)."""
+
+    @pytest.mark.slow
+    def test_until_stopped_at_the_configured_fleet(self) -> None:
+        lab = launch_lab(mode="live", faults=True)
+        try:
+            cli = subprocess.Popen(
+                [
+                    *(sys.executable, "-c", "from orchestrator.cli import app; app()"),
+                    *("lab", "traffic", "--rps", "20"),
+                ],
+                env={**os.environ, "ORCHESTRATOR_FLEET_URL": lab.url},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            locust = wait_for_child(cli)
+            try:
+                _wait_for_requests(lab.url)
+                command = Path(f"/proc/{locust}/cmdline").read_text().split("\0")
+                assert "--run-time" not in command, command
+                cli.send_signal(signal.SIGTERM)
+                out, _ = cli.communicate(timeout=60)
+                assert wait_gone(locust)
+            finally:
+                kill_group(locust)
+                if cli.poll() is None:
+                    cli.kill()
+        finally:
+            lab.stop()
+        assert "until stopped" in out and lab.url in out
 
 
 def _served(url: str) -> int:

@@ -277,7 +277,8 @@ async def cli(rig: Rig, *args: str) -> tuple[int, str, str]:
 
 
 class TestCli:
-    """`orchestrator loadtest REGION --wait` runs a test; `report ID` shows it; errors are one line."""
+    """`orchestrator loadtest REGION --wait` runs a test; `report ID` shows it; errors are one
+    line; a test that took no load step (nothing measured) exits non-zero, saying why."""
 
     async def test_run_and_report(self, rig: Rig) -> None:
         common = ["--window", "0.5", "--settle", "0", "-m", "utilization=0.9", "-m", "p99_ms=400"]
@@ -289,6 +290,17 @@ class TestCli:
         report = json.loads(out)
         assert report["outcome"] == "stopped" and report["routing_restored"] is True
         assert {r["key"] for r in report["history"][0]["readings"]} == {"utilization", "p99_ms"}
+
+    async def test_no_step_taken_exits_non_zero_saying_why(self, rig: Rig) -> None:
+        # A p99 threshold under the pool's service time: the baseline is already BACKOFF.
+        common = ["--window", "0.5", "--settle", "0", "-m", "p99_ms=1"]
+        code, out, err = await cli(rig, "loadtest", REGION, *common, "--wait")
+        assert code != 0
+        assert "took no load step" in err and "BACKOFF on eu-west/web:p99_ms" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        code, out, err = await cli(rig, "loadtest", REGION, *common, "--wait", "--json")
+        assert code != 0 and json.loads(out)["steps"] == 0
+        assert "took no load step" in err
 
     async def test_report_of_unknown_id_is_one_line(self, rig: Rig) -> None:
         code, out, err = await cli(rig, "loadtest", "report", "no-such-test")

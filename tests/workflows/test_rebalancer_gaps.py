@@ -21,6 +21,7 @@ from orchestrator.models import HealthReport
 from tests.fixtures.temporal import new_worker
 from tests.workflows.test_rebalancer import wait_status
 from workflows.rebalancer import URGENT_RETRIES, TrafficRebalanceWorkflow
+from workflows.rebalancer_support import UNTRUSTED_RETRY_S
 
 SILENT = "us-west"
 
@@ -112,3 +113,40 @@ class TestUntrustedWindows:
         assert status.overrides == []
         urgent = [e for e in status.epochs if e.urgent]
         assert [e.outcome for e in urgent] == ["skipped"] * (URGENT_RETRIES + 1)
+
+
+class TestFirstTrustedView:
+    """A rebalancer whose first epoch cannot trust its inputs (started before every region
+    served traffic) tries again a window later, not an epoch later (300 s by default, 600
+    here): a drain started right after `rebalance start` gets its hold within seconds. With
+    no window configured (the CLI's default), it tries again after UNTRUSTED_RETRY_S."""
+
+    async def test_untrusted_first_epoch_is_retried_soon(
+        self, dev_env: WorkflowEnvironment, model_lab: LabThread, tmp_path: Any
+    ) -> None:
+        fleet = GappyFleet(model_lab.url)
+        fleet.gaps = 1
+        queue = f"test-{uuid.uuid4().hex[:10]}"
+        settings = Settings(task_queue=queue, fleet_url=model_lab.url, state_dir=tmp_path)
+        ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
+        async with new_worker(dev_env.client, registry.activities(ctx), task_queue=queue):
+            handle = await dev_env.client.start_workflow(
+                TrafficRebalanceWorkflow.run,
+                RebalancerInput(epoch_s=600),
+                id=f"rebalancer-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
+            try:
+                status = await wait_status(
+                    handle, lambda s: s.trusted_view, limit_s=UNTRUSTED_RETRY_S + 30
+                )
+                await handle.execute_update(TrafficRebalanceWorkflow.set_override, drain("eu-west"))
+            finally:
+                await handle.terminate("test over")
+        await fleet.aclose()
+
+        first, second = status.epochs[0], status.epochs[1]
+        assert first.outcome == "skipped" and f"region {SILENT}" in first.reason
+        assert second.outcome != "skipped"
+        gap = (second.at - first.at).total_seconds()
+        assert UNTRUSTED_RETRY_S <= gap < 600, gap

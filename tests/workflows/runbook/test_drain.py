@@ -29,6 +29,18 @@ tasks:
     args: {}
 """
 
+NO_SHIFT = """
+name: batch-off
+kind: drain
+parameters:
+  region: {type: region}
+tasks:
+  - id: stop-batch
+    template: job_update
+    args: {operation: stop, region: "${params.region}"}
+    restore: auto
+"""
+
 
 async def refusal_of(handle: Any) -> ApplicationError:
     with pytest.raises(WorkflowFailureError) as failed:
@@ -97,7 +109,9 @@ class TestCapacityRefusal:
 
 class TestDrainCommand:
     """``orchestrator drain``: --dry-run forecasts and changes nothing; a refused drain
-    never starts; an invalid runbook never starts; steering commands reach the run."""
+    never starts, and neither does one that shifts traffic with no rebalancer running
+    (like ``undrain``, it refuses at once); an invalid runbook never starts; steering
+    commands reach the run."""
 
     async def test_dry_run_changes_nothing(
         self, stack: Stack, balanced: dict[str, dict[str, float]]
@@ -124,6 +138,24 @@ class TestDrainCommand:
         assert "refusing to drain eu-west" in err and len(err.strip().splitlines()) == 1
         with pytest.raises(RPCError):
             await stack.client.get_workflow_handle("drain-eu-west").describe()
+
+    async def test_refused_at_once_without_a_rebalancer(self, stack: Stack) -> None:
+        # No rebalancer runs on this test's task queue: nobody would hold the region.
+        code, out, err = await cli(stack, "drain", "eu-west", "--wait")
+        assert code != 0
+        assert "drain eu-west refused" in err and "rebalance start" in err
+        assert len(err.strip().splitlines()) == 1, err
+        with pytest.raises(RPCError):
+            await stack.client.get_workflow_handle("drain-eu-west").describe()
+
+    async def test_runbook_without_a_traffic_shift_needs_no_rebalancer(
+        self, stack: Stack, tmp_path: Path
+    ) -> None:
+        file = tmp_path / "no-shift.yaml"
+        file.write_text(NO_SHIFT)
+        code, out, err = await cli(stack, "drain", "eu-west", "--runbook", str(file), "--wait")
+        assert code == 0, err
+        assert "completed" in out
 
     async def test_invalid_runbook_never_starts(self, stack: Stack, tmp_path: Path) -> None:
         bad = tmp_path / "bad.yaml"
