@@ -64,6 +64,10 @@ from orchestrator.temporal import OUTCOME, SEARCH_ATTRIBUTES, binary_path, data_
 from tests.fixtures.temporal import new_worker
 from workflows.runbook import RunbookWorkflow
 
+# A dev server of its own, started through the SDK (its process is not a Python Popen, so
+# the fast tier's guard cannot see it): this module is server-tier by declaration.
+pytestmark = pytest.mark.server
+
 T = TypeVar("T")
 
 Behaviour = Literal["ok", "flaky", "fatal", "retry_forever", "hang"]
