@@ -14,7 +14,9 @@ recorded before replay as they ran.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -94,6 +96,10 @@ def unreadable(reason: str) -> EpochPlan:
     return EpochPlan(routing_version=-1, skip_reason=reason, untrusted=True)
 
 
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+
+
 class WriterSupport:
     """Mixed into TrafficRebalanceWorkflow: plan, publish, take over holds, remember them."""
 
@@ -108,36 +114,38 @@ class WriterSupport:
 
     async def _plan(self, inp: PlanEpochInput) -> EpochPlan | str:
         """The epoch's plan, or why the fleet could not be read at all."""
-        try:
-            plan: EpochPlan = await workflow.execute_activity_method(
-                RebalanceActivities.plan_epoch,
-                inp,
-                start_to_close_timeout=timedelta(seconds=60),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=ACTIVITY_RETRY,
-            )
-        except ActivityError as exc:
-            if not workflow.patched(OUTAGE_PATCH):
-                raise
-            return self._unreachable("reading the fleet", exc)
-        return plan
+        return await self._or_unreachable(
+            "reading the fleet", RebalanceActivities.plan_epoch, inp, timedelta(seconds=60)
+        )
 
     async def _publish(self, inp: PublishInput) -> PublishResult | str:
         """The publish's answer, or why it failed for good (the table may or may not be in:
         the next epoch reads the fleet again either way)."""
+        return await self._or_unreachable(
+            "publishing", RebalanceActivities.publish, inp, timedelta(seconds=30)
+        )
+
+    async def _or_unreachable(
+        self,
+        doing: str,
+        method: Callable[[Any, ArgT], Awaitable[ResultT]],
+        arg: ArgT,
+        limit: timedelta,
+    ) -> ResultT | str:
+        """The activity's answer, or (past its retries) why the fleet was unreachable: the
+        routing writer skips the epoch instead of failing."""
         try:
-            published: PublishResult = await workflow.execute_activity_method(
-                RebalanceActivities.publish,
-                inp,
-                start_to_close_timeout=timedelta(seconds=30),
+            return await workflow.execute_activity_method(
+                method,
+                arg,
+                start_to_close_timeout=limit,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=ACTIVITY_RETRY,
             )
         except ActivityError as exc:
             if not workflow.patched(OUTAGE_PATCH):
                 raise
-            return self._unreachable("publishing", exc)
-        return published
+            return self._unreachable(doing, exc)
 
     def _retry_untrusted(self, plan: EpochPlan, urgent: bool) -> bool:
         """Whether a skipped urgent epoch is tried again instead of refusing its overrides.
