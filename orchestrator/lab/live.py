@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections import Counter, deque
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.lab.metrics import MetricsStore, Summary
+from orchestrator.lab.slots import SlotPool
 from orchestrator.lab.state import FleetState
 from orchestrator.models import (
     HealthReport,
@@ -29,59 +30,7 @@ from orchestrator.models import (
 )
 from orchestrator.policy.buckets import bucket_of
 
-__all__ = ["EdgeAnswer", "LiveEngine", "SlotPool"]
-
-
-class SlotPool:
-    """N concurrent slots and a bounded FIFO queue in front of them."""
-
-    def __init__(self, slots: int, queue_limit: int) -> None:
-        self.base_slots = slots
-        self.slots = slots
-        self.queue_limit = queue_limit
-        self.in_use = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    @property
-    def queued(self) -> int:
-        return len(self._waiters)
-
-    def set_slots(self, slots: int) -> None:
-        self.slots = max(1, slots)
-        self._wake()
-
-    async def acquire(self) -> bool:
-        """Take a slot, waiting in the queue if need be; False when the queue is full."""
-        if self.in_use < self.slots and not self._waiters:
-            self.in_use += 1
-            return True
-        if len(self._waiters) >= self.queue_limit:
-            return False
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.cancelled():
-                if future in self._waiters:
-                    self._waiters.remove(future)
-            else:
-                # The slot was granted just as the client went away: hand it on.
-                self.release()
-            raise
-        return True
-
-    def release(self) -> None:
-        self.in_use -= 1
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self.in_use < self.slots:
-            future = self._waiters.popleft()
-            if future.done():
-                continue
-            self.in_use += 1
-            future.set_result(None)
+__all__ = ["EdgeAnswer", "LiveEngine"]
 
 
 class EdgeAnswer:
@@ -329,17 +278,19 @@ class LiveEngine:
     async def _use_pool(self, region: str, service: str, factor: float = 1.0) -> bool:
         pool = self.pools[(region, service)]
         queued_at = self.metrics.now()
-        if not await pool.acquire():
+        booking = pool.admit(queued_at, self.service_time_s[(region, service)] * factor)
+        if booking is None:
             self.metrics.record(("service", region, service), 0.0, 0.0, False)
             return False
-        started = self.metrics.now()
         try:
-            await asyncio.sleep(self.service_time_s[(region, service)] * factor)
+            await asyncio.sleep(max(0.0, booking.finish - self.metrics.now()))
         finally:
-            pool.release()
-            done = self.metrics.now()
+            # Booked time is busy time even when the client went away mid-hold.
             self.metrics.record(
-                ("service", region, service), (done - queued_at) * 1000.0, done - started, True
+                ("service", region, service),
+                (booking.finish - queued_at) * 1000.0,
+                booking.finish - booking.start,
+                True,
             )
         return True
 
