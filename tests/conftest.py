@@ -4,5 +4,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.temporal",
     "tests.fixtures.lab",
     "tests.fixtures.tiers",
+    "tests.fixtures.ordering",
     "pytester",  # tests/platform/test_tiers.py runs pytest on small test files
 ]

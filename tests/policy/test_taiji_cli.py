@@ -49,13 +49,15 @@ class TestSolveWording:
             app, ["rebalance", "solve", "--input", str(path)], env={"COLUMNS": "200"}
         )
         assert result.exit_code == 0, result.output
-        return result.output
+        # Rich wraps at the console's width, which an earlier test in the same process
+        # may have fixed: compare words, not line breaks.
+        return " ".join(result.output.split())
 
     def test_pile_up_instance_reaches_the_optimum(self, tmp_path: Path) -> None:
         # Issue 22's first reproduction printed "60.0% -> 72.0% (optimum 60.0%, the rest
         # is dampening)".
         output = self._solve(tmp_path, PILE_UP)
-        assert "max utilization  60.0% -> 60.0% (the optimum)" in output
+        assert "max utilization 60.0% -> 60.0% (the optimum)" in output
         assert "dampening" not in output
 
     def test_damped_move_is_called_damping(self, tmp_path: Path) -> None:
