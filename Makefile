@@ -37,10 +37,14 @@ lock:
 # The server tier mostly waits (on servers, on real time), so 4 xdist workers on 2 cores take
 # about half the time of one. A file stays on one worker (its module fixtures start once), and
 # files start longest first (tests/fixtures/ordering.py). TEST_WORKERS=0 runs in one process.
+# Tests marked solo judge real-time physics (the README path's load test finds a capacity
+# within 10%), so they run afterwards, alone.
 TEST_WORKERS ?= 4
 test: $(STAMP)
 	scripts/install-system-deps.sh
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  -m "not solo" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS)
 
 # Everything that needs no server process (tests/fixtures/tiers.py marks the rest by fixture).
 test-fast: $(STAMP)
