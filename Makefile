@@ -67,7 +67,7 @@ demo: $(STAMP)
 
 # BENCH_ARGS: e.g. --quick, --only taiji kraken, --timeout 600 (python -m benchmarks --help)
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks --readme README.md $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks --doc docs/benchmarks.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,13 +8,14 @@ blocks stop the labs and servers it started), then SIGKILL.
 
 Then every ``benchmarks/results/<name>.json`` is read and its ``summary`` claims
 shown in one table (benchmark, claim, value, baseline, ratio, target, met),
-also written to ``benchmarks/results/summary.json`` and, as Markdown for the
-README, ``benchmarks/results/summary.md``. A benchmark not run this time
-(``--only``) shows its earlier results, marked so. ``--readme README.md`` also
-pastes that Markdown between the file's ``<!-- bench:start -->`` and
-``<!-- bench:end -->`` lines, so the README shows the latest table.
+also written to ``benchmarks/results/summary.json`` and, as Markdown,
+``benchmarks/results/summary.md``. A benchmark not run this time (``--only``)
+shows its earlier results, marked so. ``--doc docs/benchmarks.md`` (what
+``make bench`` passes) also pastes that Markdown between the file's
+``<!-- bench:start -->`` and ``<!-- bench:end -->`` lines, so the docs show the
+latest table.
 
-    python -m benchmarks [--quick] [--only NAME ...] [--timeout S] [--table-only] [--readme FILE]
+    python -m benchmarks [--quick] [--only NAME ...] [--timeout S] [--table-only] [--doc FILE]
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ SUPPORT = frozenset({"__init__", "__main__", "summary", "table"})
 DEFAULT_TIMEOUT_S = 900.0
 #: after SIGINT, how long a timed-out benchmark gets to clean up before SIGKILL
 GRACE_S = 20.0
-README_START = "<!-- bench:start -->"
-README_END = "<!-- bench:end -->"
+TABLE_START = "<!-- bench:start -->"
+TABLE_END = "<!-- bench:end -->"
 
 
 def discover(folder: Path = HERE) -> dict[str, Path]:
@@ -231,14 +232,14 @@ def write_outputs(sections: list[Section], results_dir: Path) -> tuple[Path, Pat
     return summary_json, summary_md
 
 
-def paste_into(readme: Path, table: str) -> None:
-    """Replace what is between the README's bench markers by ``table``; the rest stays."""
-    text = readme.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+def paste_into(doc: Path, table: str) -> None:
+    """Replace what is between the document's bench markers by ``table``; the rest stays."""
+    text = doc.read_text()
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
     if start < 0 or end < start:
-        raise SystemExit(f"{readme}: no {README_START} ... {README_END} lines to paste between")
-    head = text[: start + len(README_START)]
-    readme.write_text(f"{head}\n{table.rstrip()}\n{text[end:]}")
+        raise SystemExit(f"{doc}: no {TABLE_START} ... {TABLE_END} lines to paste between")
+    head = text[: start + len(TABLE_START)]
+    doc.write_text(f"{head}\n{table.rstrip()}\n{text[end:]}")
 
 
 def _short(path: Path) -> str:
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None, *, folder: Path = HERE) -> int:
     )
     parser.add_argument("--quiet", action="store_true", help="do not echo benchmark output")
     parser.add_argument(
-        "--readme", type=Path, metavar="FILE", help="paste the table between its bench markers"
+        "--doc", type=Path, metavar="FILE", help="paste the table between its bench markers"
     )
     args = parser.parse_args(argv)
     console = Console()
@@ -307,9 +308,9 @@ def main(argv: list[str] | None = None, *, folder: Path = HERE) -> int:
     if chosen:
         console.print(f"logs in {log_dir}")
     console.print(f"wrote {_short(summary_json)} and {_short(summary_md)}")
-    if args.readme:
-        paste_into(args.readme, summary_md.read_text())
-        console.print(f"pasted the table into {_short(args.readme)}")
+    if args.doc:
+        paste_into(args.doc, summary_md.read_text())
+        console.print(f"pasted the table into {_short(args.doc)}")
     if failed:
         console.print(f"[red]did not complete: {', '.join(failed)}[/red]")
         return 1

@@ -163,7 +163,7 @@ def rich_table(sections: list[Section]) -> Table:
 
 
 def markdown(sections: list[Section]) -> str:
-    """The table as GitHub Markdown, for the README."""
+    """The table as GitHub Markdown, for docs/benchmarks.md."""
 
     def escape(cell: str) -> str:
         return cell.replace("|", "\\|")

@@ -154,23 +154,23 @@ class TestSuite:
         assert (runs["unmet"]["status"], runs["unmet"]["seconds"]) == ("earlier", None)
         assert runs["unmet"]["summary"][0]["claim"] == "y"
 
-    def test_readme_gets_the_table_between_its_markers(self, tmp_path: Path) -> None:
+    def test_doc_gets_the_table_between_its_markers(self, tmp_path: Path) -> None:
         folder = _folder(tmp_path, good=GOOD)
-        readme = tmp_path / "README.md"
-        readme.write_text("# x\n\n<!-- bench:start -->\nold table\n<!-- bench:end -->\n\nafter\n")
-        assert main(["--quiet", "--readme", str(readme)], folder=folder) == 0
-        assert main(["--quiet", "--table-only", "--readme", str(readme)], folder=folder) == 0
-        text = readme.read_text()
+        doc = tmp_path / "benchmarks.md"
+        doc.write_text("# x\n\n<!-- bench:start -->\nold table\n<!-- bench:end -->\n\nafter\n")
+        assert main(["--quiet", "--doc", str(doc)], folder=folder) == 0
+        assert main(["--quiet", "--table-only", "--doc", str(doc)], folder=folder) == 0
+        text = doc.read_text()
         table = (folder / "results" / "summary.md").read_text().rstrip()
         assert text == f"# x\n\n<!-- bench:start -->\n{table}\n<!-- bench:end -->\n\nafter\n"
 
-    def test_readme_without_markers_is_refused(self, tmp_path: Path) -> None:
+    def test_doc_without_markers_is_refused(self, tmp_path: Path) -> None:
         folder = _folder(tmp_path, good=GOOD)
-        readme = tmp_path / "README.md"
-        readme.write_text("# no markers\n")
+        doc = tmp_path / "benchmarks.md"
+        doc.write_text("# no markers\n")
         with pytest.raises(SystemExit, match="bench:start"):
-            main(["--quiet", "--table-only", "--readme", str(readme)], folder=folder)
-        assert readme.read_text() == "# no markers\n"
+            main(["--quiet", "--table-only", "--doc", str(doc)], folder=folder)
+        assert doc.read_text() == "# no markers\n"
 
     def test_unknown_name(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         folder = _folder(tmp_path, good=GOOD)

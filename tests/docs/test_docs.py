@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import orchestrator.fleet.http as fleet_http
+from benchmarks.__main__ import TABLE_END, TABLE_START
 from orchestrator.models import API_VERSION
 from orchestrator.runbook.spec import Task
 from orchestrator.runbook.templates import REGISTRY
@@ -34,8 +36,8 @@ def _fleet_paths() -> set[str]:
 
 def _documentation_section(readme: str) -> str:
     start = readme.index("\n## Documentation\n")
-    end = readme.index("\n## ", start + 1)
-    return readme[start:end]
+    end = readme.find("\n## ", start + 1)
+    return readme[start : end if end > 0 else None]
 
 
 class TestDocsMatchTheCode:
@@ -74,7 +76,8 @@ class TestDocsMatchTheCode:
 
 
 class TestCliReference:
-    """README's CLI table names every command of the CLI, and every command of each group."""
+    """docs/cli.md's command table names every command of the CLI, and every command of each
+    group."""
 
     def test_every_command_is_in_the_table(self) -> None:
         import typer
@@ -83,9 +86,10 @@ class TestCliReference:
         from orchestrator.cli import app
         from orchestrator.commands.lazy import all_commands
 
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        start = readme.index("\n## CLI\n")
-        table = readme[start : readme.index("\n## ", start + 1)]
+        text = _read("cli.md")
+        start = text.index("\n## Commands\n")
+        end = text.find("\n## ", start + 1)
+        table = text[start : end if end > 0 else None]
         rows = [line for line in table.splitlines() if line.startswith("| `orchestrator ")]
         missing = []
         for name, command in all_commands(typer.main.get_command(app)).items():
@@ -97,3 +101,50 @@ class TestCliReference:
                 if not any(re.search(rf"\b{re.escape(sub)}\b", r) for r in mine):
                     missing.append(f"{name} {sub}")
         assert missing == []
+
+
+class TestReadme:
+    """The README's architecture is the import-linter layers contract, and docs/benchmarks.md
+    shows the table `make bench` generated last."""
+
+    def test_architecture_draws_the_enforced_layers_in_order(self) -> None:
+        layers = _layers_contract()
+        drawn = _drawn_modules((ROOT / "README.md").read_text(encoding="utf-8"))
+        level = {module: i for i, layer in enumerate(layers) for module in layer}
+        assert sorted(level) == sorted(m for m in drawn if m in level), "layers not drawn"
+        order = [level[m] for m in drawn if m in level]
+        assert order == sorted(order), f"drawn out of the contract's order: {drawn}"
+
+    def test_benchmark_table_is_the_generated_one(self) -> None:
+        text = _read("benchmarks.md")
+        start = text.index(TABLE_START) + len(TABLE_START)
+        table = text[start : text.index(TABLE_END)]
+        generated = (ROOT / "benchmarks" / "results" / "summary.md").read_text(encoding="utf-8")
+        assert table.strip() == generated.strip()
+
+
+def _layers_contract() -> list[list[str]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers")
+    return [[m.strip() for m in layer.split("|")] for layer in contract["layers"]]
+
+
+def _drawn_modules(readme: str) -> list[str]:
+    """The modules of the Architecture diagram, top to bottom: ``orchestrator/lab/ |
+    promhealth/`` is ``orchestrator.lab``, ``orchestrator.promhealth`` (a line's first path
+    names the package of the others); a line starting with spaces continues a description."""
+    section = readme[readme.index("\n## Architecture\n") :]
+    block = section[section.index("```\n") + 4 :]
+    block = block[: block.index("```")]
+    modules = []
+    for line in block.splitlines():
+        if not line or line[0].isspace():
+            continue
+        paths = re.split(r"\s*[|,]\s*", re.split(r"\s{2,}", line.strip())[0])
+        names = [path.rstrip("/").removesuffix(".py") for path in paths]
+        package = names[0].rpartition("/")[0]
+        for name in names:
+            if package and "/" not in name:
+                name = f"{package}/{name}"
+            modules.append(name.replace("/", "."))
+    return modules

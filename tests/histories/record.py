@@ -3,7 +3,7 @@
 Runs every workflow against the model-mode lab on a fresh dev server with an
 in-process worker (the production activities and sandbox), then exports each
 history with ``fetch_history().to_json()`` into ``tests/histories/<name>.json``.
-Re-record after an intended, versioned workflow change (see README
+Re-record after an intended, versioned workflow change (see docs/guarantees.md,
 "Versioning a workflow change").
 """
 
