@@ -14,7 +14,12 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.contracts.runbook import TaskControlInput, TaskPhase, TaskState
+    from orchestrator.contracts.runbook import (
+        TaskControlInput,
+        TaskPhase,
+        TaskState,
+        record_gate,
+    )
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import TaskFailed, check
 
@@ -36,7 +41,17 @@ class RunbookChecks:
         """Read the gates; while they fail and holds are left, hold at this step and reread."""
         for held in range(task.gate_holds + 1):
             result = await check(task.gates)
-            if result.ok or self._overridden(task.id, state, result.message):
+            passed = result.ok or self._overridden(task.id, state, result.message)
+            # Kept from the activity's result, for the report's gate chart: no new command.
+            record_gate(
+                state.gates,
+                at=workflow.now(),
+                step=step,
+                results=result.results,
+                regions=result.regions,
+                held=not passed and held < task.gate_holds,
+            )
+            if passed:
                 if held:
                     self._set(
                         task.id, TaskPhase.RUNNING, f"step {step}: gates pass after {held} holds"

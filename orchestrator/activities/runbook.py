@@ -24,7 +24,12 @@ from orchestrator.models import (
     ServiceWeightChange,
     ShardMove,
 )
-from orchestrator.runbook.predicates import Predicate, PredicateResult, evaluate_all
+from orchestrator.runbook.predicates import (
+    Predicate,
+    PredicateResult,
+    RegionReading,
+    evaluate_all,
+)
 
 __all__ = [
     "CheckInput",
@@ -48,6 +53,9 @@ class CheckInput(BaseModel):
 class CheckResult(BaseModel):
     ok: bool
     results: list[PredicateResult] = Field(default_factory=list)
+    #: the p99 and error rate of every region the predicates selected, read in the same
+    #: window: a task's gate chart draws them even when a gate watches only one metric
+    regions: dict[str, RegionReading] = Field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -116,7 +124,12 @@ class RunbookActivities:
         topology = await self._fleet.topology()
         health = await self._fleet.health(inp.window_s)
         results = evaluate_all(inp.predicates, health, topology.region_names)
-        return CheckResult(ok=all(r.ok for r in results), results=results)
+        selected = sorted({o.region for r in results for o in r.observations})
+        return CheckResult(
+            ok=all(r.ok for r in results),
+            results=results,
+            regions={name: RegionReading.of(health.region(name)) for name in selected},
+        )
 
     @activity.defn(name="read_service_weight")
     @reported

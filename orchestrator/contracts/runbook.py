@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.runbook.predicates import PredicateResult, RegionReading
 from orchestrator.runbook.spec import Runbook, RunMode
 
 __all__ = [
@@ -23,6 +24,9 @@ __all__ = [
     "AlertResolvedInput",
     "ApproveInput",
     "DrainRecord",
+    "GateCheck",
+    "GateReading",
+    "MAX_GATE_READINGS",
     "OperatorInput",
     "RunOutcome",
     "RunbookReport",
@@ -35,6 +39,7 @@ __all__ = [
     "RunbookRunInput",
     "TriggerContext",
     "override_owner",
+    "record_gate",
     "runbook_workflow_id",
     "task_table",
     "unfinished",
@@ -166,6 +171,62 @@ class Undo(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+#: the gate readings a task keeps (the newest): a task holding for hours stays a small payload
+MAX_GATE_READINGS = 200
+
+
+class GateCheck(BaseModel):
+    """One gate predicate as read in one region."""
+
+    region: str
+    #: the metric compared (empty: a reading recorded before the parts were kept)
+    metric: str = ""
+    #: the service whose metric it is; None: the region's own aggregate
+    service: str | None = None
+    op: str = ""
+    #: None: the region reported no data
+    observed: float | None = None
+    threshold: float | None = None
+    passed: bool
+
+
+class GateReading(BaseModel):
+    """One evaluation of a task's gates after a step."""
+
+    at: datetime
+    step: int
+    #: every predicate passed (an operator's override does not make it pass)
+    passed: bool
+    #: the gates failed and the task held at the step to reread them
+    held: bool = False
+    checks: list[GateCheck] = Field(default_factory=list)
+    #: the selected regions' own p99 and error rate in the same window
+    regions: dict[str, RegionReading] = Field(default_factory=dict)
+
+
+def record_gate(
+    readings: list[GateReading],
+    *,
+    at: datetime,
+    step: int,
+    results: list[PredicateResult],
+    regions: dict[str, RegionReading],
+    held: bool,
+) -> None:
+    """Append one gate evaluation to ``readings``, keeping the newest ``MAX_GATE_READINGS``."""
+    checks = [
+        GateCheck(region=o.region, metric=r.metric, service=r.service, op=r.op,
+                  observed=o.value, threshold=r.threshold, passed=o.ok)
+        for r in results
+        for o in r.observations
+    ]  # fmt: skip
+    readings.append(
+        GateReading(at=at, step=step, passed=all(r.ok for r in results), held=held,
+                    checks=checks, regions=dict(regions))
+    )  # fmt: skip
+    del readings[:-MAX_GATE_READINGS]
+
+
 class TaskState(BaseModel):
     id: str
     template: str
@@ -182,6 +243,8 @@ class TaskState(BaseModel):
     overrides: list[str] = Field(default_factory=list)
     #: why it was skipped (with ``phase`` skipped); ``message`` says it in words
     skipped: SkipReason | None = None
+    #: each reading of its gates after a step, oldest first (at most ``MAX_GATE_READINGS``)
+    gates: list[GateReading] = Field(default_factory=list)
 
     @property
     def duration_s(self) -> float | None:

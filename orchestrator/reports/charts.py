@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+from dataclasses import dataclass, field
 from html import escape
 
 from matplotlib.axes import Axes
@@ -22,7 +23,9 @@ from orchestrator.reports.models import LoadTestReport, RebalancerReport
 __all__ = [
     "BAND_COLORS",
     "CRITICAL",
+    "CurvePanel",
     "figure_html",
+    "load_curve_data",
     "load_steps_chart",
     "load_test_curve_chart",
     "no_data",
@@ -150,42 +153,75 @@ def _capacity_lines(ax: Axes, report: LoadTestReport) -> None:
     ax.axvline(result.theoretical_capacity, color="grey", ls=":", lw=1.2, label="theoretical")
 
 
+@dataclass
+class CurvePanel:
+    """One watched metric against the load: what a panel of the load-test curve draws."""
+
+    metric: str
+    #: (load, value, band) per step that read the metric
+    points: list[tuple[float, float, Band]] = field(default_factory=list)
+    #: the value where the metric enters NOMORE (None: neither read nor defined)
+    nomore: float | None = None
+    #: the four band edges, BOLD to BACKOFF, when the metric's definition is known
+    edges: tuple[float, float, float, float] | None = None
+    better: str = "lower"
+    bottleneck: bool = False
+
+
+def load_curve_data(report: LoadTestReport) -> list[CurvePanel]:
+    """A panel per watched metric (defined, or read at a step), by name."""
+    panels: dict[str, CurvePanel] = {}
+    for m in report.metrics:
+        panels[m.name] = CurvePanel(m.name, nomore=m.nomore_threshold, edges=m.boundaries(),
+                                    better=m.better)  # fmt: skip
+    for step in report.history:
+        for reading in step.readings:
+            panel = panels.setdefault(reading.metric, CurvePanel(reading.metric))
+            if panel.nomore is None:
+                panel.nomore, panel.better = reading.nomore_threshold, reading.better
+            if reading.value is not None:
+                panel.points.append((step.load, reading.value, reading.band))
+    bottleneck = report.result.bottleneck if report.result is not None else None
+    for panel in panels.values():
+        panel.bottleneck = panel.metric == bottleneck
+    return [panels[name] for name in sorted(panels)]
+
+
 def load_test_curve_chart(report: LoadTestReport) -> str:
     """One panel per watched metric: its value against the load, band-shaded, capacity marked."""
     title = f"Load-test curve: health metrics of {report.region}/{report.service} against load"
-    points: dict[str, list[tuple[float, float, Band, float]]] = {}
-    for step in report.history:
-        for reading in step.readings:
-            if reading.value is not None:
-                points.setdefault(reading.metric, []).append(
-                    (step.load, reading.value, reading.band, reading.nomore_threshold)
-                )
-    if not points:
+    panels = load_curve_data(report)
+    if not any(p.points for p in panels):
         return no_data(title, "no step has a metric reading yet")
     definitions = {m.name: m for m in report.metrics}
-    bottleneck = report.result.bottleneck if report.result is not None else None
-    cols = min(len(points), 3)
-    rows = -(-len(points) // cols)
+    cols = min(len(panels), 3)
+    rows = -(-len(panels) // cols)
     fig = new_figure(4.2 * cols, 3.4 * rows)
     axes = fig.subplots(rows, cols, squeeze=False).flatten()
-    for ax, (name, pts) in zip(axes, sorted(points.items()), strict=False):
-        loads = [p[0] for p in pts]
-        values = [p[1] for p in pts]
-        threshold = pts[0][3]
+    for ax, panel in zip(axes, panels, strict=False):
+        loads = [p[0] for p in panel.points]
+        values = [p[1] for p in panel.points]
         ax.plot(loads, values, color="#555555", lw=1, zorder=2)
-        ax.scatter(loads, values, c=[BAND_COLORS[p[2]] for p in pts], edgecolors="black",
-                   s=28, zorder=3)  # fmt: skip
-        ax.axhline(threshold, color=BAND_COLORS[Band.NOMORE], ls="--", lw=1.2, label="NOMORE")
-        top = max([*values, threshold])
-        ax.set_ylim(min([*values, 0.0]), top * 1.15 if top > 0 else 1.0)
-        if name in definitions:
-            _shade_bands(ax, definitions[name])
+        ax.scatter(loads, values, c=[BAND_COLORS[p[2]] for p in panel.points],
+                   edgecolors="black", s=28, zorder=3)  # fmt: skip
+        marks = [*values, *(panel.edges or ())]
+        if panel.nomore is not None:
+            ax.axhline(panel.nomore, color=BAND_COLORS[Band.NOMORE], ls="--", lw=1.2,
+                       label="NOMORE")  # fmt: skip
+            marks.append(panel.nomore)
+        top = max([*marks, 0.0])
+        ax.set_ylim(min([*marks, 0.0]), top * 1.15 if top > 0 else 1.0)
+        if panel.metric in definitions:
+            _shade_bands(ax, definitions[panel.metric])
+        if not panel.points:
+            ax.text(0.5, 0.5, "no reading", transform=ax.transAxes, ha="center")
         _capacity_lines(ax, report)
-        marked = " (bottleneck)" if name == bottleneck else ""
-        ax.set_title(name + marked, fontsize="medium", color=CRITICAL if marked else "black")
+        marked = " (bottleneck)" if panel.bottleneck else ""
+        ax.set_title(panel.metric + marked, fontsize="medium",
+                     color=CRITICAL if marked else "black")  # fmt: skip
         ax.set_xlabel("load (rps)")
         ax.grid(alpha=0.3)
-    for ax in axes[len(points) :]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     axes[0].legend(loc="upper left", fontsize="x-small")
     fig.suptitle(title)

@@ -13,6 +13,7 @@ from orchestrator.reports.charts import (
     rebalancer_shares_chart,
     rebalancer_utilization_chart,
 )
+from orchestrator.reports.charts_gates import runbook_gate_charts
 from orchestrator.reports.charts_timeline import (
     run_origin,
     runbook_gantt_chart,
@@ -205,6 +206,8 @@ def runbook(report: RunbookReportView) -> tuple[Summary, list[str]]:
         runbook_gantt_chart(report),
         _h2("Tasks"),
         tasks,
+        _h2("Gates (why tasks held or went on)"),
+        *runbook_gate_charts(report),
         _h2("Overrides and approvals"),
         table(["event"], [[e] for e in operator]) if operator else "<p>none</p>",
         _h2("Traffic"),

@@ -33,6 +33,7 @@ __all__ = [
     "Observation",
     "Predicate",
     "PredicateResult",
+    "RegionReading",
     "evaluate",
     "evaluate_all",
     "parse_predicate",
@@ -138,6 +139,25 @@ class PredicateResult(StrictModel):
     observations: list[Observation] = Field(default_factory=list)
     #: one line naming the regions that failed and their values
     message: str
+    #: the comparison in parts, for charts of gate readings (defaults: results recorded
+    #: before they were kept still parse)
+    metric: str = ""
+    service: str | None = None
+    op: str = ""
+    threshold: float | None = None
+
+
+class RegionReading(StrictModel):
+    """A region's own p99 and error rate when a gate was read: what its chart draws."""
+
+    p99_ms: float | None = None
+    error_rate: float | None = None
+
+    @classmethod
+    def of(cls, metrics: Metrics) -> RegionReading:
+        if metrics.missing:
+            return cls()
+        return cls(p99_ms=metrics.p99_ms, error_rate=metrics.error_rate)
 
 
 def select_regions(selector: str, regions: Sequence[str]) -> list[str]:
@@ -199,6 +219,10 @@ def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str])
         ok=bool(observations) and not failed,
         observations=observations,
         message=message,
+        metric=predicate.metric,
+        service=predicate.service,
+        op=predicate.op,
+        threshold=predicate.value,
     )
 
 

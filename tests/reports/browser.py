@@ -11,6 +11,15 @@ from PIL import Image
 
 #: the critical-path red of the Gantt (orchestrator.reports.charts.CRITICAL)
 CRITICAL_RGB = (0xD6, 0x27, 0x28)
+#: a gate hold's span: #ff9f40 at alpha 0.25 on white (orchestrator.reports.charts_gates)
+HOLD_RGB = (0xFF, 0xE7, 0xCF)
+
+
+def band_shade(colour: str) -> tuple[int, int, int]:
+    """A load-test band's shade: its ``#rrggbb`` at alpha 0.18 on white (charts._shade_bands)."""
+    rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    r, g, b = (round(0.18 * v + 0.82 * 255) for v in rgb)
+    return r, g, b
 
 
 def chromium() -> str:

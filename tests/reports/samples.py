@@ -6,13 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 from orchestrator.contracts.load_test import LoadTestBaseline, LoadTestResult, StepSummary
 from orchestrator.contracts.rebalancer import EpochRecord, RebalancerStatus
-from orchestrator.contracts.runbook import TaskPhase, TaskState
+from orchestrator.contracts.runbook import GateReading, TaskPhase, TaskState, record_gate
 from orchestrator.contracts.training_supervisor import (
     FailureKind,
     FailureRecord,
     SupervisorState,
     SupervisorStatus,
 )
+from orchestrator.models import HealthReport, RegionHealth
 from orchestrator.policy.health_metrics import Band, MetricReading, default_lab_metrics
 from orchestrator.policy.kraken import StepAction, StepDecision
 from orchestrator.policy.kraken_capacity import CapacityEstimate
@@ -25,6 +26,7 @@ from orchestrator.reports.models import (
     SharePoint,
     TrainingReport,
 )
+from orchestrator.runbook.predicates import Predicate, RegionReading, evaluate_all
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 REGIONS = ("us-east", "us-west", "eu-west")
@@ -144,9 +146,34 @@ def task(tid: str, start: float | None, end: float | None, **extra: object) -> T
     )  # fmt: skip
 
 
+#: the gates of the sample's traffic shift, on the regions receiving eu-west's traffic
+GATES = ["error_rate in others-of(eu-west) <= 0.05", "p99_ms in others-of(eu-west) < 250"]
+#: seconds -> (step, us-east p99, us-east error rate); us-west stays at 120 ms and 0.002
+GATE_READS = {3: (1, 130.0, 0.004), 6: (2, 260.0, 0.09), 9: (2, 240.0, 0.07),
+              12: (2, 180.0, 0.01), 15: (3, 150.0, 0.006), 18: (4, 140.0, 0.004)}  # fmt: skip
+
+
+def gate_readings() -> list[GateReading]:
+    """Gate readings as the workflow records them: us-east fails at 6 s and 9 s, so the
+    task holds twice at step 2, then passes."""
+    predicates = [Predicate.model_validate(g) for g in GATES]
+    readings: list[GateReading] = []
+    for second, (step, p99, errors) in GATE_READS.items():
+        health = HealthReport(window_s=5.0, observed_at=at(second), regions=[
+            RegionHealth(region="us-east", p99_ms=p99, error_rate=errors, samples=50),
+            RegionHealth(region="us-west", p99_ms=120.0, error_rate=0.002, samples=50),
+            RegionHealth(region="eu-west", p99_ms=90.0, error_rate=0.0, samples=50),
+        ])  # fmt: skip
+        results = evaluate_all(predicates, health, REGIONS)
+        regions = {r: RegionReading.of(health.region(r)) for r in ("us-east", "us-west")}
+        record_gate(readings, at=at(second), step=step, results=results, regions=regions,
+                    held=not all(r.ok for r in results))  # fmt: skip
+    return readings
+
+
 def runbook() -> RunbookReportView:
     tasks = [
-        task("shift-traffic", 1, 20),
+        task("shift-traffic", 1, 20, gates=gate_readings()),
         task("sessions-off", 20, 22, template="service_weight"),
         task("move-kv", 20, 35, template="shard_shift", overrides=["gate by bob: known blip"]),
         task("stop-batch", 35, 37, template="job_update"),

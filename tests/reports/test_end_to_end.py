@@ -115,6 +115,7 @@ class TestDrainReport:
         assert set(charts(html)) == {
             "Task timeline of test-drain (red: critical path)",
             "Traffic share of eu-west during the run",
+            "Gates of shift-traffic: p99 and error rate of the receiving regions",
         }
         # The table marks exactly the workflow's own critical path.
         assert re.findall(r'<tr class="critical"><td>([^<]+)</td>', html) == result.critical_path
@@ -123,6 +124,17 @@ class TestDrainReport:
         assert isinstance(finished, RunbookReportView)
         shares = [p.share for p in finished.region_shares]
         assert shares[0] > 0.1 and shares[-1] < 0.01  # eu-west drained over the run
+        # The gated task's readings, as the run recorded them: after each of its two steps,
+        # the receiving regions' p99 and error rate, under the gate's threshold.
+        gated = next(t for t in finished.tasks if t.id == "shift-traffic")
+        assert [(r.step, r.passed, r.held) for r in gated.gates] == [
+            (1, True, False),
+            (2, True, False),
+        ]
+        for reading in gated.gates:
+            assert set(reading.regions) == {"us-east", "us-west"}
+            assert all(c.threshold == 0.05 and c.metric == "error_rate" for c in reading.checks)
+            assert all(r.p99_ms is not None for r in reading.regions.values())
 
         # The rebalancer never finishes: its report is its status query, epoch by epoch.
         path = await write_report(stack.client, "rebalancer", tmp_path / "rebalancer.html")

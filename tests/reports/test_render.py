@@ -119,6 +119,7 @@ class TestRunbook:
         assert set(found) == {
             "Task timeline of region-drain (red: critical path)",
             "Traffic share of eu-west during the run",
+            "Gates of shift-traffic: p99 and error rate of the receiving regions",
         }
         critical_rows = re.findall(r'<tr class="critical"><td>([^<]+)</td>', html)
         assert critical_rows == report.critical_path
@@ -135,7 +136,7 @@ class TestRunbook:
         move_kv.finished_at, move_kv.phase = None, TaskPhase.RUNNING
         report.as_of = samples.at(30)
         html, found = rendered(report)
-        assert len(found) == 2
+        assert len(found) == 3
         assert summary_value(html, "Ended") == "still running"
         assert "<td>running</td>" in html
 
@@ -144,10 +145,12 @@ class TestRunbook:
         for t in report.tasks:
             t.started_at = t.finished_at = None
             t.phase = TaskPhase.PENDING
+            t.gates = []
         report.region_shares = []
         html, found = rendered(report)
         assert found == {}
         assert "no task has started" in html
+        assert "no task has read its gates" in html
 
 
 class TestTraining:

@@ -53,6 +53,25 @@ class TestGateHolds:
         assert report.outcome == "completed", report.events
         assert any("web-down: holding at step 1 (1/10)" in e for e in report.events)
         assert (await stack.fleet.topology()).service_weights["eu-west/web"] == 0.0
+        # Every reading is kept in the task's state, for the report's gate chart.
+        readings = next(t for t in report.tasks if t.id == "web-down").gates
+        holding = [r for r in readings if r.held]
+        assert holding and all(r.step == 1 and not r.passed for r in holding)
+        (check,) = holding[0].checks
+        assert (check.region, check.metric, check.op, check.threshold, check.passed) == (
+            "us-east",
+            "error_rate",
+            "<",
+            0.05,
+            False,
+        )
+        assert check.observed is not None and check.observed >= 0.05
+        assert holding[0].regions["us-east"].error_rate == check.observed
+        assert holding[0].regions["us-east"].p99_ms is not None
+        # After the fault: step 1 passes on a reread, and the run goes on to pass step 2.
+        after = [(r.step, r.passed, r.held) for r in readings[len(holding) :]]
+        assert after[0] == (1, True, False) and after[-1] == (2, True, False)
+        assert [r.at for r in readings] == sorted(r.at for r in readings)
 
     async def test_a_lasting_failure_rolls_back_after_the_holds(self, stack: Stack) -> None:
         before = (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0)
@@ -67,6 +86,13 @@ class TestGateHolds:
         assert report.outcome == "rolled_back"
         holds = [e for e in report.events if "web-down: holding at step 1" in e]
         assert [h.split("(")[1].split(")")[0] for h in holds] == ["1/2", "2/2"]
+        readings = next(t for t in report.tasks if t.id == "web-down").gates
+        # Two holds, then the third failing reading counts: it is not a hold.
+        assert [(r.step, r.passed, r.held) for r in readings] == [
+            (1, False, True),
+            (1, False, True),
+            (1, False, False),
+        ]
         assert any("gate failed after step 1" in e and "(held 2 times)" in e for e in report.events)
         assert (await stack.fleet.topology()).service_weights.get("eu-west/web", 1.0) == before
 
