@@ -171,8 +171,10 @@ class Undo(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-#: the gate readings a task keeps (the newest): a task holding for hours stays a small payload
-MAX_GATE_READINGS = 200
+#: the gate readings a task keeps (the newest). A reading of 2 predicates x 2 regions is ~660
+#: bytes of JSON; 60 (a 5-step drain holding the most its spec allows, 11 reads per step, is
+#: 55) keeps a gated task under ~40 KB of the run's payload, whatever it does.
+MAX_GATE_READINGS = 60
 
 
 class GateCheck(BaseModel):
