@@ -1,0 +1,74 @@
+"""``promtool check metrics`` passes on every /metrics the project serves: the lab (live
+mode, with traffic), the worker's SDK endpoint, and the trigger server."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.temporal import data_converter, metrics_runtime
+from testkit.temporal import new_worker
+from testkit.triggers import AUTH, MemoryStarter, make_app
+from tests.fixtures.lab import LabFactory
+from tests.fixtures.ports import free_port
+from tests.metrics.promtool import check_metrics
+from tests.triggers.payloads import alert, notification, runbook
+from tests.triggers.servers import serve_app
+
+pytestmark = pytest.mark.server  # promtool is a subprocess; every test here starts a server
+
+
+async def test_lab_live(start_lab: LabFactory) -> None:
+    lab = await start_lab(mode="live")
+    async with lab.http() as http:
+        for i in range(40):
+            await http.get("/edge/nyc", params={"user": f"u-{i}"})
+        text = (await http.get("/metrics")).text
+    assert "lab_region_requests_total{" in text
+    assert "lab_pop_request_duration_seconds_bucket{" in text
+    assert check_metrics(text) == ""
+
+
+async def test_lab_model(start_lab: LabFactory) -> None:
+    lab = await start_lab(mode="model")
+    async with lab.http() as http:
+        text = (await http.get("/metrics")).text
+    assert "lab_region_latency_p99_seconds{" in text
+    assert check_metrics(text) == ""
+
+
+async def test_worker_sdk(dev_env: WorkflowEnvironment) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    client = await Client.connect(
+        dev_env.client.service_client.config.target_host,
+        namespace=dev_env.client.namespace,
+        data_converter=data_converter,
+        runtime=metrics_runtime(address),
+    )
+    async with (
+        new_worker(client, [], task_queue=f"m-{uuid.uuid4().hex[:8]}"),
+        httpx.AsyncClient(timeout=5) as http,
+    ):
+        text = (await http.get(f"http://{address}/metrics")).text
+    assert "temporal_request_total{" in text
+    assert check_metrics(text) == ""
+
+
+async def test_trigger_server() -> None:
+    async with (
+        serve_app(make_app([runbook("drain")], MemoryStarter())) as base,
+        httpx.AsyncClient(timeout=5, headers=AUTH) as http,
+    ):
+        # an alert no runbook is triggered by: counted as ignored (no_rule)
+        posted = await http.post(
+            f"{base}/v1/alerts/alertmanager",
+            json=notification(alert(alertname="Unrouted", region="eu-west")),
+        )
+        assert posted.status_code < 300
+        answer = await http.get(f"{base}/metrics")
+    assert 'orchestrator_alerts_total{outcome="ignored",reason="no_rule"' in answer.text
+    assert check_metrics(answer.text) == ""
