@@ -20,11 +20,12 @@ import numpy as np
 
 __all__ = ["LATENCY_BUCKETS_S", "MetricsStore", "Summary", "Totals"]
 
-#: upper bounds (seconds) of the latency histogram; 1-2-5 steps keep
-#: ``histogram_quantile`` within one bucket of the exact percentile
+#: upper bounds (seconds) of the latency histogram: fine where the lab's latencies and
+#: the runbooks' p99 thresholds lie (tens to hundreds of ms), as ``histogram_quantile``
+#: is only exact to a bucket
 LATENCY_BUCKETS_S = (
-    0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-    1.0, 2.0, 5.0, 10.0,
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3,
+    0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0,
 )  # fmt: skip
 
 
