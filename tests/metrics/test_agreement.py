@@ -19,6 +19,7 @@ import pytest
 from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
 from orchestrator.promhealth import PrometheusHealth, load_config
+from orchestrator.waiting import wait_until_async
 from tests.fixtures.lab import LabFactory
 from tests.triggers.servers import prometheus
 
@@ -43,6 +44,13 @@ async def scraped_total(http: httpx.AsyncClient, prom: str) -> float:
     return float(result[0]["value"][1]) if result else -1.0
 
 
+async def scraped(http: httpx.AsyncClient, prom: str, total: int) -> None:
+    async def done() -> bool:
+        return await scraped_total(http, prom) == total
+
+    assert await wait_until_async(done, timeout_s=60), f"Prometheus never scraped {total}"
+
+
 async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Path) -> None:
     lab = await start_lab(mode="live", faults=True)
     async with (
@@ -51,8 +59,7 @@ async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Pa
         httpx.AsyncClient(timeout=5) as promhttp,
     ):
         # counters exported at zero are scraped before the first request
-        while await scraped_total(promhttp, prom) != 0:
-            await asyncio.sleep(0.2)
+        await scraped(promhttp, prom, 0)
         regions = [r["region"] for r in (await http.get("/v1/health")).json()["regions"]]
         faults = {"error_rate": dict.fromkeys(regions, 0.1)}
         assert (await http.post("/lab/faults", json=faults)).status_code == 200
@@ -66,8 +73,7 @@ async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Pa
         lab_report = HealthReport.model_validate(
             (await http.get("/v1/health", params={"window_s": WINDOW_S})).json()
         )
-        while await scraped_total(promhttp, prom) != REQUESTS:
-            await asyncio.sleep(0.2)
+        await scraped(promhttp, prom, REQUESTS)
         config = load_config(QUERIES).model_copy(update={"url": prom})
         source = PrometheusHealth(config)
         try:
