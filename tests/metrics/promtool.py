@@ -9,7 +9,7 @@ import pytest
 
 PROMTOOL = Path("/usr/bin/promtool")
 
-__all__ = ["PROMTOOL", "check_metrics"]
+__all__ = ["PROMTOOL", "check_metrics", "check_rules", "test_rules"]
 
 
 def _promtool(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -24,6 +24,12 @@ def check_metrics(text: str) -> str:
     """promtool's complaints about ``text`` ('' when it passes)."""
     done = _promtool(["check", "metrics"], text)
     return "" if done.returncode == 0 else (done.stdout + done.stderr or f"exit {done.returncode}")
+
+
+def check_rules(path: Path) -> str:
+    """promtool's complaints about the rule file ``path`` ('' when it is valid)."""
+    done = _promtool(["check", "rules", str(path)])
+    return "" if done.returncode == 0 else done.stdout + done.stderr
 
 
 def test_rules(files: list[Path]) -> str:
