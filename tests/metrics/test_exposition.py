@@ -4,13 +4,23 @@ mode, with traffic), the worker's SDK endpoint, and the trigger server."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator import registry
+from orchestrator.config import Settings
+from orchestrator.contracts.runbook import RunbookRunInput, RunOutcome
+from orchestrator.lab.config import DemandConfig
+from orchestrator.lab.memory import URL, MemoryFleet
+from orchestrator.runbook.params import bind
+from orchestrator.runbook.spec import Runbook
 from orchestrator.temporal import data_converter, metrics_runtime
+from testkit.lab import ROOMY_RPS, lab_config
 from testkit.temporal import new_worker
 from testkit.triggers import AUTH, MemoryStarter, make_app
 from tests.fixtures.lab import LabFactory
@@ -18,6 +28,7 @@ from tests.fixtures.ports import free_port
 from tests.metrics.promtool import check_metrics
 from tests.triggers.payloads import alert, notification, runbook
 from tests.triggers.servers import serve_app
+from workflows.runbook import RunbookWorkflow
 
 pytestmark = pytest.mark.server  # promtool is a subprocess; every test here starts a server
 
@@ -41,7 +52,25 @@ async def test_lab_model(start_lab: LabFactory) -> None:
     assert check_metrics(text) == ""
 
 
-async def test_worker_sdk(dev_env: WorkflowEnvironment) -> None:
+RUNBOOK = """
+name: metrics-drill
+kind: drill
+parameters:
+  region: {type: region, default: eu-west}
+tasks:
+  - id: web-down
+    template: service_weight
+    args: {region: "${params.region}", service: web, weight: 0.5}
+    restore: auto
+"""
+
+
+def drill() -> Runbook:
+    return bind(Runbook.model_validate(yaml.safe_load(RUNBOOK)), {})
+
+
+async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """The worker's endpoint: the SDK's metrics and the orchestrator's own, after a real run."""
     address = f"127.0.0.1:{free_port()}"
     client = await Client.connect(
         dev_env.client.service_client.config.target_host,
@@ -49,12 +78,33 @@ async def test_worker_sdk(dev_env: WorkflowEnvironment) -> None:
         data_converter=data_converter,
         runtime=metrics_runtime(address),
     )
-    async with (
-        new_worker(client, [], task_queue=f"m-{uuid.uuid4().hex[:8]}"),
-        httpx.AsyncClient(timeout=5) as http,
-    ):
-        text = (await http.get(f"http://{address}/metrics")).text
+    queue = f"m-{uuid.uuid4().hex[:8]}"
+    fleet = MemoryFleet(lab_config(demand=DemandConfig(total_rps=ROOMY_RPS)))
+    settings = Settings(task_queue=queue, fleet_url=URL, state_dir=tmp_path)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
+    try:
+        async with (
+            new_worker(client, registry.activities(ctx), task_queue=queue),
+            httpx.AsyncClient(timeout=5) as http,
+        ):
+            report = await client.execute_workflow(
+                RunbookWorkflow.run,
+                RunbookRunInput(runbook=drill(), requested_by="test"),
+                id=f"metrics-{queue}",
+                task_queue=queue,
+            )
+            text = (await http.get(f"http://{address}/metrics")).text
+    finally:
+        await fleet.aclose()
+    assert report.outcome == RunOutcome.COMPLETED
     assert "temporal_request_total{" in text
+    assert "orchestrator_runs_started_total{" in text
+    ended = [
+        line for line in text.splitlines() if line.startswith("orchestrator_runs_ended_total{")
+    ]
+    assert ended and 'outcome="completed"' in ended[0] and 'runbook="metrics-drill"' in ended[0]
+    assert "orchestrator_task_duration_seconds_bucket{" in text
+    assert "orchestrator_task_running{" in text
     assert check_metrics(text) == ""
 
 
