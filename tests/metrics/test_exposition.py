@@ -14,12 +14,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
 from orchestrator.config import Settings
+from orchestrator.contracts.rebalancer import PauseInput, RebalancerInput
 from orchestrator.contracts.runbook import RunbookRunInput, RunOutcome
 from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.memory import URL, MemoryFleet
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.spec import Runbook
 from orchestrator.temporal import data_converter, metrics_runtime
+from orchestrator.waiting import wait_until_async
 from testkit.lab import ROOMY_RPS, lab_config
 from testkit.temporal import new_worker
 from testkit.triggers import AUTH, MemoryStarter, make_app
@@ -28,6 +30,7 @@ from tests.fixtures.ports import free_port
 from tests.metrics.promtool import check_metrics
 from tests.triggers.payloads import alert, notification, runbook
 from tests.triggers.servers import serve_app
+from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 
 pytestmark = pytest.mark.server  # promtool is a subprocess; every test here starts a server
@@ -122,3 +125,53 @@ async def test_trigger_server() -> None:
         answer = await http.get(f"{base}/metrics")
     assert 'orchestrator_alerts_total{outcome="ignored",reason="no_rule"' in answer.text
     assert check_metrics(answer.text) == ""
+
+
+async def test_worker_rebalancer(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """The rebalancer's epoch, last good epoch, published version, spread and pause, as the
+    shipped rules read them, after real epochs and a pause."""
+    address = f"127.0.0.1:{free_port()}"
+    client = await Client.connect(
+        dev_env.client.service_client.config.target_host,
+        namespace=dev_env.client.namespace,
+        data_converter=data_converter,
+        runtime=metrics_runtime(address),
+    )
+    queue = f"r-{uuid.uuid4().hex[:8]}"
+    fleet = MemoryFleet(lab_config(demand=DemandConfig(total_rps=ROOMY_RPS)))
+    settings = Settings(task_queue=queue, fleet_url=URL, state_dir=tmp_path)
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
+    try:
+        async with (
+            new_worker(client, registry.activities(ctx), task_queue=queue),
+            httpx.AsyncClient(timeout=5) as http,
+        ):
+            handle = await client.start_workflow(
+                TrafficRebalanceWorkflow.run,
+                RebalancerInput(epoch_s=0.5, window_s=5),
+                id=f"rebalancer-{queue}",
+                task_queue=queue,
+            )
+
+            async def two_epochs() -> bool:
+                status = await handle.query(TrafficRebalanceWorkflow.status)
+                return len(status.epochs) >= 2
+
+            assert await wait_until_async(two_epochs, timeout_s=60)
+            await handle.execute_update(TrafficRebalanceWorkflow.pause, PauseInput(by="test"))
+            text = (await http.get(f"http://{address}/metrics")).text
+            await handle.terminate("test over")
+    finally:
+        await fleet.aclose()
+    values = {
+        line.split("{", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("orchestrator_rebalancer_")
+    }
+    assert values["orchestrator_rebalancer_paused"] == 1
+    assert values["orchestrator_rebalancer_epoch"] >= 2
+    assert values["orchestrator_rebalancer_last_good_epoch"] >= 1
+    assert values["orchestrator_rebalancer_published_version"] >= 1
+    assert "orchestrator_rebalancer_utilization_spread" in values
+    assert values["orchestrator_rebalancer_epochs_total"] >= 1
+    assert check_metrics(text) == ""
