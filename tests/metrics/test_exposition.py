@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
+from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import PauseInput, RebalancerInput
 from orchestrator.contracts.runbook import RunbookRunInput, RunOutcome
@@ -68,8 +69,23 @@ tasks:
 """
 
 
-def drill() -> Runbook:
-    return bind(Runbook.model_validate(yaml.safe_load(RUNBOOK)), {})
+HELD = """
+name: metrics-held
+kind: drill
+tasks:
+  - id: web-down
+    template: service_weight
+    args: {region: eu-west, service: web, weight: 0}
+    steps: "2 x 50%"
+    wait: 0.2
+    gate_holds: 2
+    gates: ["error_rate in us-east < 0.05"]
+    restore: auto
+"""
+
+
+def drill(text: str = RUNBOOK) -> Runbook:
+    return bind(Runbook.model_validate(yaml.safe_load(text)), {})
 
 
 async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_path: Path) -> None:
@@ -82,7 +98,7 @@ async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_pat
         runtime=metrics_runtime(address),
     )
     queue = f"m-{uuid.uuid4().hex[:8]}"
-    fleet = MemoryFleet(lab_config(demand=DemandConfig(total_rps=ROOMY_RPS)))
+    fleet = MemoryFleet(lab_config(demand=DemandConfig(total_rps=ROOMY_RPS)), faults=True)
     settings = Settings(task_queue=queue, fleet_url=URL, state_dir=tmp_path)
     ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
     try:
@@ -96,6 +112,18 @@ async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_pat
                 id=f"metrics-{queue}",
                 task_queue=queue,
             )
+            # a gate that keeps failing: held twice, then rolled back
+            async with fleet.http() as lab:
+                faults = {"error_rate": {"us-east": 0.3}}
+                (await lab.post("/lab/faults", json=faults)).raise_for_status()
+            held = await runbook_result(
+                await client.start_workflow(
+                    RunbookWorkflow.run,
+                    RunbookRunInput(runbook=drill(HELD), requested_by="test"),
+                    id=f"held-{queue}",
+                    task_queue=queue,
+                )
+            )
             text = (await http.get(f"http://{address}/metrics")).text
     finally:
         await fleet.aclose()
@@ -108,6 +136,13 @@ async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_pat
     assert ended and 'outcome="completed"' in ended[0] and 'runbook="metrics-drill"' in ended[0]
     assert "orchestrator_task_duration_seconds_bucket{" in text
     assert "orchestrator_task_running{" in text
+    assert held.outcome == RunOutcome.ROLLED_BACK
+    [holds] = [
+        line for line in text.splitlines() if line.startswith("orchestrator_gate_holds_total")
+    ]
+    assert 'runbook="metrics-held"' in holds and 'task="web-down"' in holds
+    assert holds.endswith(" 2")
+    assert 'outcome="rolled_back",runbook="metrics-held"' in text
     assert check_metrics(text) == ""
 
 
