@@ -161,8 +161,9 @@ class TrainingJobSupervisorWorkflow:
                 hosts_before=job.hosts,
                 detail=watch.detail,
             )
-            observe.training_failure(inp.job, watch.kind.value)
-            observe.recovery(inp.job, failure.mttd_s, None, None)
+            if watch.kind is not FailureKind.LAUNCH:  # a launch is no failure (see status)
+                observe.training_failure(inp.job, watch.kind.value)
+                observe.recovery(inp.job, failure.mttd_s, None, None)
             if watch.kind is FailureKind.FATAL and workflow.patched(FATAL_HALT_PATCH):
                 inp.failures.append(failure)
                 return await self._halt(
@@ -198,7 +199,8 @@ class TrainingJobSupervisorWorkflow:
             recoveries_this_run += 1
             inp.failures.append(result.failure)
             inp.quarantine.extend(result.new_quarantine)
-            observe.recovery(inp.job, None, result.failure.mttr_s, self.status().ettr)
+            if result.failure.kind is not FailureKind.LAUNCH:
+                observe.recovery(inp.job, None, result.failure.mttr_s, self.status().ettr)
             resumed = result.failure.resumed_from_step or 0
             inp.attempts.append(
                 RecoveryAttempt(
