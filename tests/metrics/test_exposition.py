@@ -129,6 +129,9 @@ async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_pat
         await fleet.aclose()
     assert report.outcome == RunOutcome.COMPLETED
     assert "temporal_request_total{" in text
+    # durations in seconds: the buckets start at 1 ms (le="0.001"), not at le="1"
+    latency = [x for x in text.splitlines() if x.startswith("temporal_request_latency_bucket")]
+    assert any('le="0.05"' in x for x in latency)
     assert "orchestrator_runs_started_total{" in text
     ended = [
         line for line in text.splitlines() if line.startswith("orchestrator_runs_ended_total{")
