@@ -129,7 +129,7 @@ async def test_worker_sdk_and_orchestrator(dev_env: WorkflowEnvironment, tmp_pat
         await fleet.aclose()
     assert report.outcome == RunOutcome.COMPLETED
     assert "temporal_request_total{" in text
-    # durations in seconds: the buckets start at 1 ms (le="0.001"), not at le="1"
+    # durations in seconds: a 50 ms bucket is le="0.05" (in ms it would be le="50")
     latency = [x for x in text.splitlines() if x.startswith("temporal_request_latency_bucket")]
     assert any('le="0.05"' in x for x in latency)
     assert "orchestrator_runs_started_total{" in text
