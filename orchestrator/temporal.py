@@ -187,10 +187,18 @@ def binary_path(name: str) -> str:
 
 
 def metrics_runtime(address: str) -> Runtime | None:
-    """An SDK runtime exporting Prometheus metrics on ``address``, or None when unset."""
+    """An SDK runtime exporting Prometheus metrics on ``address``, or None when unset.
+
+    Counters end in ``_total`` and durations are histograms in seconds, as Prometheus
+    conventions (and ``promtool check metrics``) want; the orchestrator's own metrics
+    (``workflow.metric_meter()``) are served on the same endpoint.
+    """
     if not address:
         return None
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    prometheus = PrometheusConfig(
+        bind_address=address, counters_total_suffix=True, durations_as_seconds=True
+    )
+    return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
 
 
 #: True once :func:`connect` ran here: the SDK's Rust threads then live in this process, and

@@ -7,6 +7,8 @@ set -euo pipefail
 # binary -> Debian package
 declare -A PACKAGES=(
   [/usr/bin/prometheus]=prometheus
+  # promtool check metrics / test rules (tests/metrics)
+  [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus-alertmanager]=prometheus-alertmanager
   [/usr/bin/chromium]=chromium
 )

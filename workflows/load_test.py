@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.policy.health_metrics import HealthMetric
     from orchestrator.policy.kraken import StepRecord
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND
+    from workflows import observe
     from workflows.load_test_routing import RoutingMoves
 
 __all__ = ["LiveLoadTestWorkflow"]
@@ -131,6 +132,7 @@ class LiveLoadTestWorkflow(RoutingMoves):
 
     def _outcome(self, outcome: str) -> None:
         """The Outcome search attribute: how the test ended (stopped, backoff, error, ...)."""
+        observe.load_test_ended(self.inp.region, outcome)
         if workflow.patched(OUTCOME_PATCH):
             workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
 
@@ -210,6 +212,9 @@ class LiveLoadTestWorkflow(RoutingMoves):
     def _record(self, target: float | None, obs: StepObservation) -> None:
         self.demands.append(obs.total_demand)
         record = StepRecord(load=obs.load, readings=obs.readings)
+        capacity = self.baseline.theoretical_capacity if self.baseline else None
+        band = str(getattr(record.band, "value", record.band))
+        observe.load_test_step(self.inp.region, band, obs.load, capacity)
         self.records.append(record)
         self.history.append(
             StepSummary(

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SetOverrideInput,
     )
     from orchestrator.temporal import RUN_KIND
+    from workflows import observe
     from workflows.rebalancer_overrides import (
         OverrideChanges,
         capacity_shares,
@@ -71,6 +72,7 @@ class TrafficRebalanceWorkflow(WriterSupport):
     @workflow.run
     async def run(self, inp: RebalancerInput) -> None:
         workflow.upsert_search_attributes([RUN_KIND.value_set("rebalance")])
+        observe.rebalancer_paused(self.state.paused_by is not None)
         first = self.state.epoch == 0
         for _ in range(inp.epochs_per_run):
             if workflow.info().is_continue_as_new_suggested():
@@ -202,6 +204,9 @@ class TrafficRebalanceWorkflow(WriterSupport):
     def _record(self, record: EpochRecord) -> None:
         self.state.epochs = [*self.state.epochs, record][-KEPT_EPOCHS:]
         workflow.logger.info("epoch %s %s %s", record.epoch, record.outcome, record.reason)
+        observe.rebalancer_epoch(
+            record.epoch, record.outcome, record.version, record.utilization_spread_before
+        )
 
     # --- overrides ---------------------------------------------------------
 
@@ -260,11 +265,13 @@ class TrafficRebalanceWorkflow(WriterSupport):
     @workflow.update
     def pause(self, inp: PauseInput) -> RebalancerStatus:
         self.state.paused_by, self.state.pause_reason = inp.by, inp.reason
+        observe.rebalancer_paused(True)
         return self.status()
 
     @workflow.update
     def resume(self, inp: ResumeInput) -> RebalancerStatus:
         self.state.paused_by, self.state.pause_reason = None, ""
+        observe.rebalancer_paused(False)
         self.wake = True
         return self.status()
 

@@ -12,7 +12,7 @@ critical path.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import RunbookKind, Task
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
+    from workflows import observe
     from workflows.runbook_checks import RunbookChecks
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TemplateExecutor
@@ -87,6 +88,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         rb = inp.runbook
         started = workflow.now()
         info = workflow.info()
+        observe.run_started(rb.kind.value, rb.name)
         self.truthful = workflow.patched(TRUTH_PATCH)
         if self.truthful:
             CANCELLATION.set(ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
@@ -148,11 +150,20 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
             events=self.events,
             restore_records=restore_records(rb, self.tasks),
         )
+        self._observe_end(outcome, started)
         if self.truthful:
             workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
             if outcome != RunOutcome.COMPLETED:
                 raise run_failure(report, self.why)
         return report
+
+    def _observe_end(self, outcome: str, started: datetime) -> None:
+        rb = self.inp.runbook
+        seconds = (workflow.now() - started).total_seconds()
+        observe.run_ended(rb.kind.value, rb.name, str(getattr(outcome, "value", outcome)), seconds)
+        for t in self.tasks.values():
+            if t.phase in TERMINAL:
+                observe.task_ended(rb.name, t.id, t.phase.value, t.duration_s)
 
     async def _start_up(self, inp: RunbookRunInput) -> None:
         """Search attributes, the capacity check of a drain, and the tasks' history."""
@@ -185,6 +196,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
             if refusal is not None:
                 self.state = RunOutcome.REFUSED
                 self._event(refusal)
+                observe.run_ended(rb.kind.value, rb.name, RunOutcome.REFUSED.value, 0.0)
                 if self.truthful:
                     workflow.upsert_search_attributes([OUTCOME.value_set(self.state)])
                 raise ApplicationError(refusal, type="UnsafeRequest", non_retryable=True)

@@ -15,12 +15,14 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import (
+        RunbookRunInput,
         TaskControlInput,
         TaskPhase,
         TaskState,
         record_gate,
     )
     from orchestrator.runbook.spec import Task
+    from workflows import observe
     from workflows.runbook_steps import TaskFailed, check
 
 __all__ = ["DEFAULT_CONDITION_TIMEOUT", "POLL", "RunbookChecks"]
@@ -33,6 +35,7 @@ DEFAULT_CONDITION_TIMEOUT = 600.0
 class RunbookChecks:
     """Conditions and gates over the run state that RunbookWorkflow keeps."""
 
+    inp: RunbookRunInput
     overrides: dict[str, TaskControlInput]
     _set: Callable[[str, TaskPhase, str], None]
     _event: Callable[[str], None]
@@ -62,6 +65,7 @@ class RunbookChecks:
             why = f"gate failed after step {step}: {result.message}"
             self._set(task.id, TaskPhase.BLOCKED, f"holding ({held + 1}/{task.gate_holds}): {why}")
             self._event(f"{task.id}: holding at step {step} ({held + 1}/{task.gate_holds}): {why}")
+            observe.gate_hold(self.inp.runbook.name, task.id)
             await workflow.sleep(wait or POLL.total_seconds())
         suffix = f" (held {task.gate_holds} times)" if task.gate_holds else ""
         raise TaskFailed(f"gate failed after step {step}: {result.message}{suffix}")

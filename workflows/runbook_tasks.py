@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import (
         TERMINAL,
+        RunbookRunInput,
         SkipReason,
         TaskControlInput,
         TaskPhase,
@@ -24,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.runbook.spec import Task
     from orchestrator.runbook.templates import REGISTRY
+    from workflows import observe
     from workflows.runbook_executor import TaskFailed, TemplateExecutor
     from workflows.runbook_legacy import RunbookLegacy
     from workflows.runbook_steps import CURRENT_STEP, NothingToDo, failure_reason
@@ -34,6 +36,7 @@ __all__ = ["RunbookTasks"]
 class RunbookTasks(RunbookLegacy):
     """Running one task, over the run state that RunbookWorkflow keeps."""
 
+    inp: RunbookRunInput
     tasks: dict[str, TaskState]
     executor: TemplateExecutor
     truthful: bool
@@ -50,6 +53,9 @@ class RunbookTasks(RunbookLegacy):
     async def _run_task(self, task: Task) -> None:
         state = self.tasks[task.id]
         state.started_at = workflow.now()
+        observe.task_running(
+            self.inp.runbook.name, task.id, state.started_at.timestamp(), state.expected_s
+        )
         watchdog = asyncio.create_task(self._watch(state))
         if not self.truthful:
             await self._run_task_unpatched(task, state, watchdog)
@@ -112,6 +118,7 @@ class RunbookTasks(RunbookLegacy):
     def _task_ended(self, state: TaskState, watchdog: asyncio.Task[None]) -> None:
         watchdog.cancel()
         state.finished_at = workflow.now()
+        observe.task_stopped(self.inp.runbook.name, state.id)
         self.changed = True
 
     async def _stages(self, task: Task, state: TaskState) -> None:

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         crash_loop_decision,
     )
     from orchestrator.temporal import OUTCOME
+    from workflows import observe
     from workflows.training_recovery import (
         MUTATION_RETRY,
         TrainingRecoveryWorkflow,
@@ -160,6 +161,9 @@ class TrainingJobSupervisorWorkflow:
                 hosts_before=job.hosts,
                 detail=watch.detail,
             )
+            if watch.kind is not FailureKind.LAUNCH:  # a launch is no failure (see status)
+                observe.training_failure(inp.job, watch.kind.value)
+                observe.recovery(inp.job, failure.mttd_s, None, None)
             if watch.kind is FailureKind.FATAL and workflow.patched(FATAL_HALT_PATCH):
                 inp.failures.append(failure)
                 return await self._halt(
@@ -195,6 +199,8 @@ class TrainingJobSupervisorWorkflow:
             recoveries_this_run += 1
             inp.failures.append(result.failure)
             inp.quarantine.extend(result.new_quarantine)
+            if result.failure.kind is not FailureKind.LAUNCH:
+                observe.recovery(inp.job, None, result.failure.mttr_s, self.status().ettr)
             resumed = result.failure.resumed_from_step or 0
             inp.attempts.append(
                 RecoveryAttempt(

@@ -216,7 +216,11 @@ def create_app(
 
     @app.get("/metrics", tags=["lab"], response_class=PlainTextResponse)
     async def metrics() -> PlainTextResponse:
-        text = render_metrics(runtime.health(None), runtime.extra_metrics())
+        text = render_metrics(
+            runtime.health(None),
+            runtime.extra_metrics(),
+            runtime.live.totals() if runtime.live is not None else (),
+        )
         return PlainTextResponse(text, media_type=METRICS_CONTENT_TYPE)
 
     front = {s.name for s in config.front_services}

@@ -18,7 +18,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.lab.metrics import MetricsStore, Summary
+from orchestrator.lab.metrics import MetricsStore, Summary, Totals
+from orchestrator.lab.prometheus import ScopeTotals
 from orchestrator.lab.slots import SlotPool
 from orchestrator.lab.state import FleetState
 from orchestrator.models import (
@@ -309,6 +310,22 @@ class LiveEngine:
         return await self._use_pool(target, dependency)
 
     # --- health ----------------------------------------------------------
+
+    def totals(self) -> ScopeTotals:
+        """Cumulative totals of every region, service and PoP, zero before any request."""
+        regions = self.state.routing.regions
+        out: list[tuple[str, dict[str, str], Totals]] = [
+            ("region", {"region": r}, self.metrics.totals(("region", r))) for r in regions
+        ]
+        out += [
+            ("service", {"region": r, "service": s}, self.metrics.totals(("service", r, s)))
+            for r in regions
+            for s in self.services
+        ]
+        out += [
+            ("pop", {"pop": p}, self.metrics.totals(("pop", p))) for p in self.state.routing.pops
+        ]
+        return out
 
     def health(self, window_s: float) -> HealthReport:
         regions: list[RegionHealth] = []

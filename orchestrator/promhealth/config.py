@@ -89,11 +89,17 @@ class PromHealthConfig(StrictModel):
 
     @classmethod
     def for_lab(cls, url: str, **overrides: Any) -> PromHealthConfig:
-        """Queries for the gauges the lab exports (``lab_<scope>_<metric>``, already windowed)."""
+        """Queries for the gauges the lab exports (``lab_<scope>_<metric>``, already windowed;
+        latencies in seconds, read back in ms)."""
 
         def scope(name: str) -> MetricQueries:
             return MetricQueries(
-                **{m: f"lab_{name}_{m}" for m in (*NUMBERS, "samples")},
+                rps=f"lab_{name}_rps",
+                utilization=f"lab_{name}_utilization",
+                p50_ms=f"1000 * lab_{name}_latency_p50_seconds",
+                p99_ms=f"1000 * lab_{name}_latency_p99_seconds",
+                error_rate=f"lab_{name}_error_rate",
+                samples=f"lab_{name}_samples",
             )
 
         return cls(

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.lab.metrics import MetricsStore
 from orchestrator.lab.prometheus import render_metrics
 from orchestrator.models import HealthReport, PopHealth, RegionHealth, ServiceHealth
 
@@ -46,12 +47,12 @@ class TestExposition:
         series = scrape(render_metrics(REPORT))
         east = (("region", 'us-"east"'),)
         assert series[("lab_region_rps", east)] == 12.5
-        assert series[("lab_region_p99_ms", east)] == 80
+        assert series[("lab_region_latency_p99_seconds", east)] == 0.08
         assert series[("lab_region_samples", east)] == 125
         assert (
             series[("lab_service_utilization", (("region", "eu-west"), ("service", "kv")))] == 0.1
         )
-        assert series[("lab_pop_p50_ms", (("pop", "nyc"),))] == 25
+        assert series[("lab_pop_latency_p50_seconds", (("pop", "nyc"),))] == 0.025
 
     def test_no_samples_no_numbers(self) -> None:
         west = [k for k in scrape(render_metrics(REPORT)) if k[1] == (("region", "eu-west"),)]
@@ -66,3 +67,29 @@ class TestExposition:
         assert series[("lab_routing_version", ())] == 7
         assert series[("lab_sessions_open", (("region", "us-east"),))] == 3
         assert series[("lab_sessions_open", (("region", "eu-west"),))] == 0
+
+
+class TestCumulative:
+    """Live-mode totals: counters of requests and errors and a latency histogram in
+    seconds over the successful requests, exported at zero before the first request."""
+
+    def test_counters_and_histogram(self) -> None:
+        store = MetricsStore(retention_s=60)
+        for latency_ms in (4.0, 40.0, 400.0):
+            store.record(("region", "eu"), latency_ms, 0.0, True)
+        store.record(("region", "eu"), 0.0, 0.0, False)
+        totals = [
+            ("region", {"region": "eu"}, store.totals(("region", "eu"))),
+            ("region", {"region": "us"}, store.totals(("region", "us"))),
+        ]
+        series = scrape(render_metrics(REPORT, totals=totals))
+        eu, us = (("region", "eu"),), (("region", "us"),)
+        assert series[("lab_region_requests_total", eu)] == 4
+        assert series[("lab_region_request_errors_total", eu)] == 1
+        assert series[("lab_region_requests_total", us)] == 0
+        buckets = "lab_region_request_duration_seconds_bucket"
+        assert series[(buckets, (("le", "0.005"), ("region", "eu")))] == 1
+        assert series[(buckets, (("le", "0.05"), ("region", "eu")))] == 2
+        assert series[(buckets, (("le", "+Inf"), ("region", "eu")))] == 3
+        assert series[("lab_region_request_duration_seconds_count", eu)] == 3
+        assert abs(series[("lab_region_request_duration_seconds_sum", eu)] - 0.444) < 1e-9

@@ -1,0 +1,95 @@
+"""A real Prometheus scraping the live lab gives, through rate(), increase() and
+histogram_quantile() over the lab's counters and histograms, the lab's own health read.
+
+Tolerances (stated, not tuned): error rate within 0.01 absolute (a ratio of two
+increases: the extrapolation cancels); p99 within the width of the histogram bucket
+holding the lab's exact p99 (histogram_quantile interpolates inside a bucket); request
+count within 10% (increase() extrapolates up to half a scrape interval at the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from pathlib import Path
+
+import httpx
+import pytest
+
+from orchestrator.lab.metrics import LATENCY_BUCKETS_S
+from orchestrator.models import HealthReport
+from orchestrator.promhealth import PrometheusHealth, load_config
+from orchestrator.waiting import wait_until_async
+from tests.fixtures.lab import LabFactory
+from tests.triggers.servers import prometheus
+
+pytestmark = pytest.mark.server  # a real Prometheus and a live lab
+
+QUERIES = Path(__file__).parents[2] / "deploy" / "prometheus" / "health-queries.yaml"
+REQUESTS = 600
+WINDOW_S = 60.0
+
+
+def bucket_width(value_s: float) -> float:
+    i = bisect.bisect_left(LATENCY_BUCKETS_S, value_s)
+    lower = LATENCY_BUCKETS_S[i - 1] if i > 0 else 0.0
+    return LATENCY_BUCKETS_S[i] - lower
+
+
+async def scraped_total(http: httpx.AsyncClient, prom: str) -> float:
+    answer = (
+        await http.get(f"{prom}/api/v1/query", params={"query": "sum(lab_pop_requests_total)"})
+    ).json()
+    result = answer["data"]["result"]
+    return float(result[0]["value"][1]) if result else -1.0
+
+
+async def scraped(http: httpx.AsyncClient, prom: str, total: int) -> None:
+    async def done() -> bool:
+        return await scraped_total(http, prom) == total
+
+    assert await wait_until_async(done, timeout_s=60), f"Prometheus never scraped {total}"
+
+
+async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Path) -> None:
+    lab = await start_lab(mode="live", faults=True)
+    async with (
+        lab.http() as http,
+        prometheus(tmp_path, lab.url.removeprefix("http://")) as prom,
+        httpx.AsyncClient(timeout=5) as promhttp,
+    ):
+        # counters exported at zero are scraped before the first request
+        await scraped(promhttp, prom, 0)
+        regions = [r["region"] for r in (await http.get("/v1/health")).json()["regions"]]
+        faults = {"error_rate": dict.fromkeys(regions, 0.1)}
+        assert (await http.post("/lab/faults", json=faults)).status_code == 200
+        sem = asyncio.Semaphore(20)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await http.get("/edge/nyc", params={"user": f"u-{i}"})
+
+        await asyncio.gather(*(one(i) for i in range(REQUESTS)))
+        lab_report = HealthReport.model_validate(
+            (await http.get("/v1/health", params={"window_s": WINDOW_S})).json()
+        )
+        await scraped(promhttp, prom, REQUESTS)
+        config = load_config(QUERIES).model_copy(update={"url": prom})
+        source = PrometheusHealth(config)
+        try:
+            prom_report = await source.health(WINDOW_S)
+        finally:
+            await source.aclose()
+    served = [r for r in lab_report.regions if r.samples]
+    assert served
+    for lab_region in served:
+        from_prom = prom_report.region(lab_region.region)
+        assert lab_region.error_rate is not None and lab_region.p99_ms is not None
+        assert from_prom.error_rate is not None and from_prom.p99_ms is not None
+        assert abs(from_prom.error_rate - lab_region.error_rate) <= 0.01
+        width_ms = 1000 * bucket_width(lab_region.p99_ms / 1000)
+        assert abs(from_prom.p99_ms - lab_region.p99_ms) <= width_ms
+        assert from_prom.samples is not None
+        assert abs(from_prom.samples - lab_region.samples) <= 0.1 * lab_region.samples
+    [nyc] = [p for p in prom_report.pops if p.pop == "nyc"]
+    assert nyc.samples is not None and abs(nyc.samples - REQUESTS) <= 0.1 * REQUESTS
