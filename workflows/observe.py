@@ -135,9 +135,15 @@ def recovery(job: str, mttd_s: float | None, mttr_s: float | None, ettr: float |
         _gauge("orchestrator_training_ettr_ratio", "Effective training time ratio.", labels, ettr)
 
 
-def task_running(runbook: str, task: str, started_at: float, expected_s: float | None) -> None:
-    """A task started: when (Unix seconds) and its p75 from past runs, for the stuck alert."""
-    labels = {"runbook": runbook, "task": task}
+def task_running(
+    runbook: str, region: str, task: str, started_at: float, expected_s: float | None
+) -> None:
+    """A task started: when (Unix seconds) and its p75 from past runs, for the stuck alert.
+
+    ``region`` (the run's region parameter, "" without one) keeps two drains of one
+    runbook in different regions, which may run at once, on series of their own.
+    """
+    labels = {"runbook": runbook, "region": region, "task": task}
     _gauge("orchestrator_task_running", "1 while the task runs.", labels, 1)
     _gauge(
         "orchestrator_task_started_timestamp_seconds",
@@ -154,6 +160,6 @@ def task_running(runbook: str, task: str, started_at: float, expected_s: float |
         )
 
 
-def task_stopped(runbook: str, task: str) -> None:
-    labels = {"runbook": runbook, "task": task}
+def task_stopped(runbook: str, region: str, task: str) -> None:
+    labels = {"runbook": runbook, "region": region, "task": task}
     _gauge("orchestrator_task_running", "1 while the task runs.", labels, 0)

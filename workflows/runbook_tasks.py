@@ -50,11 +50,19 @@ class RunbookTasks(RunbookLegacy):
     _conditions: Callable[..., Awaitable[None]]
     _gate: Callable[[Task, TaskState, int, float], Awaitable[None]]
 
+    @property
+    def _metric_region(self) -> str:
+        return str(self.inp.parameters.get("region", ""))
+
     async def _run_task(self, task: Task) -> None:
         state = self.tasks[task.id]
         state.started_at = workflow.now()
         observe.task_running(
-            self.inp.runbook.name, task.id, state.started_at.timestamp(), state.expected_s
+            self.inp.runbook.name,
+            self._metric_region,
+            task.id,
+            state.started_at.timestamp(),
+            state.expected_s,
         )
         watchdog = asyncio.create_task(self._watch(state))
         if not self.truthful:
@@ -118,7 +126,7 @@ class RunbookTasks(RunbookLegacy):
     def _task_ended(self, state: TaskState, watchdog: asyncio.Task[None]) -> None:
         watchdog.cancel()
         state.finished_at = workflow.now()
-        observe.task_stopped(self.inp.runbook.name, state.id)
+        observe.task_stopped(self.inp.runbook.name, self._metric_region, state.id)
         self.changed = True
 
     async def _stages(self, task: Task, state: TaskState) -> None:
