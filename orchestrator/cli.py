@@ -127,7 +127,10 @@ class _Orchestrator(LazyGroup):
         ),
         "rebalance": REBALANCE,
         "haproxy": Lazy(
-            _C + "haproxy", "app", "Check and adopt the HAProxy it steers.", group=True
+            _C + "haproxy",
+            "app",
+            "Check and adopt the HAProxy the orchestrator steers.",
+            group=True,
         ),
         "lab": Lazy(_C + "lab", "app", "The local lab fleet: a fleet you can hurt.", group=True),
         "triggers": Lazy(
