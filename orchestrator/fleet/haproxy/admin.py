@@ -102,9 +102,12 @@ async def adopt(fleet: HAProxyFleet) -> ProxyCheck:
         )
     state = await fleet.read_map()
     m = fleet.routing_map
-    # Seconds since the epoch: above any version a writer read before the restart,
-    # so its stale If-Match is a conflict, never a match by accident.
-    version = max([int(time.time()), *(g + 1 for g in state.generations)])
+    # Seconds since the epoch in the high bits, chance in the low 20: a writer's version
+    # from before (an earlier adoption plus one per write since) matches it only by a
+    # one-in-a-million accident, so its stale If-Match is a conflict. Below 2**53: exact
+    # in JSON everywhere.
+    fresh = (int(time.time()) << 20) + secrets.randbelow(1 << 20)
+    version = max([fresh, *(g + 1 for g in state.generations)])
     commands = [f"del map {m} {GEN_PREFIX}{g}" for g in state.generations]
     if state.writing is not None:
         commands.append(f"del map {m} {WRITING_KEY}")

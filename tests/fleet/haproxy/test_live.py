@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.exceptions import ProxyStateLost, VersionConflict
+from orchestrator.exceptions import FleetUnavailable, ProxyStateLost, VersionConflict
 from orchestrator.fleet.haproxy import HAProxyFleet, RuntimeApi, load_topology
 from orchestrator.fleet.haproxy.admin import adopt, check
 from orchestrator.fleet.haproxy.state import WRITING_KEY, parse_map, writer_tag
@@ -123,7 +123,10 @@ class TestIdempotency:
             ]
         )
         target = split({"ap-south": 1.0})
-        with pytest.raises(Exception, match="under way"):
+        # Readers wait for it; another writer holding the old version has lost it.
+        with pytest.raises(FleetUnavailable, match="under way"):
+            await fleet.routing()
+        with pytest.raises(VersionConflict, match="another writer"):
             await fleet.write_routing(target, if_match=version, idempotency_key="other")
         table = await fleet.write_routing(target, if_match=version, idempotency_key="dead")
         assert table.version == version + 1
