@@ -269,14 +269,14 @@ class HAProxyFleet:
         tag = writer_tag(idempotency_key)
         state = await self.read_map()
         resuming = state.version is None and state.writing == (if_match + 1, tag)
-        if not resuming and state.boot is not None and state.version is None:
-            if f"{GEN_PREFIX}{if_match}" not in state.entries:
-                # Another writer claimed version if_match and is writing its successor.
-                raise VersionConflict(
-                    f"routing version {if_match} is being replaced by another writer",
-                    status=409,
-                    reason="routing changed since read",
-                )
+        taken = state.version is None and f"{GEN_PREFIX}{if_match}" not in state.entries
+        if taken and not resuming and state.boot is not None:
+            # Another writer claimed version if_match and is writing its successor.
+            raise VersionConflict(
+                f"routing version {if_match} is being replaced by another writer",
+                status=409,
+                reason="routing changed since read",
+            )
         version = if_match if resuming else self._check(state)
         live = {
             pop.name: [r or "" for r in state.buckets(pop.name, self._topology.bucket_count)[0]]
