@@ -14,6 +14,7 @@ from its config file) has no boot mark: every call that reads or changes traffic
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
@@ -42,6 +43,7 @@ from orchestrator.fleet.haproxy.state import (
     WRITING_KEY,
     MapState,
     ServerState,
+    bucket_key,
     diff_entries,
     parse_map,
     parse_servers_state,
@@ -63,7 +65,10 @@ from orchestrator.models import (
 )
 from orchestrator.policy.buckets import assign_buckets
 
-__all__ = ["HAProxyFleet", "load_topology"]
+__all__ = ["TRANSACTION_ABOVE", "HAProxyFleet", "load_topology"]
+
+#: a routing write moving more buckets than this replaces the map in one transaction
+TRANSACTION_ABOVE = 64
 
 log = get_logger(__name__)
 
@@ -305,14 +310,41 @@ class HAProxyFleet:
                     reason="routing changed since read",
                 )
             await self.runtime.writes([f"add map {m} {WRITING_KEY} {new}.{tag}"])
-        commands = [
-            f"{'set' if exists else 'add'} map {m} {key} {region}"
-            for key, region, exists in changes
-        ]
-        commands += [f"add map {m} {GEN_PREFIX}{new} {tag}", f"del map {m} {WRITING_KEY}"]
-        await self.runtime.writes(commands)
+        if len(changes) > TRANSACTION_ABOVE:
+            await self._replace(state, targets, new, tag)
+        else:
+            commands = [
+                f"{'set' if exists else 'add'} map {m} {key} {region}"
+                for key, region, exists in changes
+            ]
+            commands += [f"add map {m} {GEN_PREFIX}{new} {tag}", f"del map {m} {WRITING_KEY}"]
+            await self.runtime.writes(commands)
         log.info("haproxy routing written", version=new, moved=len(changes), key=idempotency_key)
         return self._table(new, targets)
+
+    async def _replace(
+        self, state: MapState, targets: dict[str, list[str]], new: int, tag: str
+    ) -> None:
+        """The whole map in one transaction (``prepare map``, ``add map @V``, ``commit map``):
+        every bucket and the new version switch at once, and in O(entries): ``set map``
+        finds its key by a linear scan in HAProxy 2.6, so thousands of them cost O(n^2).
+        Keys other than the buckets and the version (an operator's own) are carried over."""
+        m = self.routing_map
+        answer = await self.runtime.command(f"prepare map {m}")
+        found = re.search(r"New version created: (\d+)", answer)
+        if found is None:
+            raise FleetRejected(f"prepare map {m}: {answer.strip()}", reason=answer.strip())
+        v = found.group(1)
+        final = {
+            k: value
+            for k, value in state.entries.items()
+            if k != WRITING_KEY and not k.startswith(GEN_PREFIX)
+        }
+        for pop, regions in targets.items():
+            final.update({bucket_key(pop, b): region for b, region in enumerate(regions)})
+        final[f"{GEN_PREFIX}{new}"] = tag
+        await self.runtime.writes([f"add map @{v} {m} {k} {value}" for k, value in final.items()])
+        await self.runtime.writes([f"commit map @{v} {m}"])
 
     # --- service weights ---------------------------------------------------------
 
