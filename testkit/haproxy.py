@@ -39,6 +39,7 @@ HAPROXY = "/usr/sbin/haproxy"
 def haproxy_config(
     *,
     socket_path: Path,
+    tcp_port: int,
     map_path: Path,
     pops: dict[str, int],
     regions: dict[str, int],
@@ -51,6 +52,7 @@ def haproxy_config(
     lines = [
         "global",
         f"    stats socket {socket_path} mode 600 level admin",
+        f"    stats socket ipv4@127.0.0.1:{tcp_port} level admin",
         "defaults",
         "    mode http",
         "    timeout connect 2s",
@@ -125,6 +127,8 @@ class RunningHAProxy:
     topology_path: Path
     pop_ports: dict[str, int]
     service_ports: dict[str, int]
+    #: the runtime API over TCP too (0: none)
+    tcp_port: int = 0
     process: sp.Popen[bytes] | None = None
 
     def fleet(self) -> HAProxyFleet:
@@ -202,9 +206,11 @@ def running_haproxy(
     service_ports = {s: free_port() for s in services}
     config_path = directory / "haproxy.cfg"
     socket_path = directory / "admin.sock"
+    tcp_port = free_port()
     config_path.write_text(
         haproxy_config(
             socket_path=socket_path,
+            tcp_port=tcp_port,
             map_path=map_path,
             pops=pop_ports,
             regions=regions,
@@ -220,6 +226,7 @@ def running_haproxy(
         topology_path=topology_path,
         pop_ports=pop_ports,
         service_ports=service_ports,
+        tcp_port=tcp_port,
     )
     proxy.start()
     try:

@@ -17,11 +17,16 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.exceptions import FleetUnavailable, ProxyStateLost, VersionConflict
+from orchestrator.exceptions import (
+    FleetRejected,
+    FleetUnavailable,
+    ProxyStateLost,
+    VersionConflict,
+)
 from orchestrator.fleet.haproxy import HAProxyFleet, RuntimeApi, load_topology
 from orchestrator.fleet.haproxy.admin import adopt, check
 from orchestrator.fleet.haproxy.state import WRITING_KEY, parse_map, writer_tag
-from orchestrator.models import RoutingWrite, ServiceWeightChange
+from orchestrator.models import RoutingWrite, ServiceWeightChange, ShardMove
 from testkit.haproxy import RunningHAProxy, region_servers, running_haproxy
 
 pytestmark = pytest.mark.server
@@ -272,3 +277,39 @@ class TestBigMap:
                 assert [live.entries[f"{pop}/{b}"] for b in range(1024)] == regions
                 assert sorted(Counter(regions).values()) == [341, 341, 342]
             assert (await fleet.routing()).buckets == table.buckets
+
+
+class TestOverTcpAndRefusals:
+    """The runtime API over TCP works like the unix socket; what HAProxy cannot do is
+    refused by name, a wrong map name says which setting, and health is missing data,
+    never zeros."""
+
+    async def test_tcp_socket(self, proxy: RunningHAProxy) -> None:
+        fleet = HAProxyFleet(
+            RuntimeApi(f"tcp:127.0.0.1:{proxy.tcp_port}"),
+            load_topology(proxy.topology_path),
+            routing_map=str(proxy.map_path),
+        )
+        assert (await adopt(fleet)).ok
+        table = await fleet.routing()
+        new = await fleet.write_routing(
+            split({"eu-west": 1.0}), if_match=table.version, idempotency_key="tcp"
+        )
+        assert new.version == table.version + 1
+
+    async def test_refusals(self, proxy: RunningHAProxy) -> None:
+        fleet, _ = recording(proxy)
+        with pytest.raises(FleetRejected, match="cannot move shard primaries"):
+            await fleet.move_shards(
+                ShardMove(shards=["s1"], to_region="eu-west"), idempotency_key="s"
+            )
+        wrong = HAProxyFleet(
+            RuntimeApi(str(proxy.socket_path)),
+            load_topology(proxy.topology_path),
+            routing_map="/nowhere.map",
+        )
+        with pytest.raises(FleetRejected, match="ORCHESTRATOR_HAPROXY_MAP"):
+            await wrong.routing()
+        health = await fleet.health(30)
+        assert [r.samples for r in health.regions] == [0, 0, 0]
+        assert all(r.p99_ms is None and r.rps is None for r in health.regions)
