@@ -126,6 +126,12 @@ class _Orchestrator(LazyGroup):
             _C + "training", "app", "Training-job checkpoint/restart recovery.", group=True
         ),
         "rebalance": REBALANCE,
+        "haproxy": Lazy(
+            _C + "haproxy",
+            "app",
+            "Check and adopt the HAProxy the orchestrator steers.",
+            group=True,
+        ),
         "lab": Lazy(_C + "lab", "app", "The local lab fleet: a fleet you can hurt.", group=True),
         "triggers": Lazy(
             _C + "triggers",

@@ -22,7 +22,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from temporalio.envconfig import ClientConfigProfile
@@ -48,6 +48,12 @@ _ENV_NAMES: dict[str, str] = {
     "ORCHESTRATOR_METRICS_ADDRESS": "metrics_address",
     "ORCHESTRATOR_LOG_LEVEL": "log_level",
     "ORCHESTRATOR_STATE_DIR": "state_dir",
+    "ORCHESTRATOR_FLEET": "fleet",
+    "ORCHESTRATOR_HAPROXY_SOCKET": "haproxy_socket",
+    "ORCHESTRATOR_HAPROXY_MAP": "haproxy_map",
+    "ORCHESTRATOR_HAPROXY_TOPOLOGY": "haproxy_topology",
+    "ORCHESTRATOR_HAPROXY_SERVER": "haproxy_server",
+    "ORCHESTRATOR_HAPROXY_FULL_WEIGHT": "haproxy_full_weight",
 }
 _SETTING_TO_ENV = {v: k for k, v in _ENV_NAMES.items()}
 
@@ -112,6 +118,19 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     #: where run history (task durations for stuck detection, reports) is kept
     state_dir: Path = Path(".orchestrator")
+    #: which Fleet the worker drives: the v1 HTTP API, or an HAProxy's runtime API
+    #: (docs/fleet-contract.md, "HAProxy")
+    fleet: Literal["http", "haproxy"] = "http"
+    #: the runtime API: ``unix:/path``, ``/path``, ``tcp:host:port`` or ``host:port``
+    haproxy_socket: str = "/run/haproxy/admin.sock"
+    #: the routing map as HAProxy names it: the file path in haproxy.cfg's map() converter
+    haproxy_map: str = "/etc/haproxy/maps/routing.map"
+    #: a Topology (YAML or JSON): regions, PoPs, services, bucket_count
+    haproxy_topology: Path | None = None
+    #: the server that carries a service in a region, as ``backend/server``
+    haproxy_server: str = "{service}/{region}"
+    #: the HAProxy weight of a pool at weight 1.0 (HAProxy weights are 0..256)
+    haproxy_full_weight: int = Field(default=100, ge=1, le=256)
 
     @field_validator("fleet_url")
     @classmethod
@@ -119,6 +138,14 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("haproxy_server")
+    @classmethod
+    def _server_template(cls, value: str) -> str:
+        backend, sep, server = value.partition("/")
+        if not sep or "{region}" not in value or "{service}" not in value:
+            raise ValueError("must be backend/server naming both {service} and {region}")
+        return value
 
     @field_validator("metrics_address")
     @classmethod

@@ -11,6 +11,7 @@
     │       ├── FleetUnauthorized ... 401/403
     │       ├── FleetNotFound ....... 404
     │       ├── VersionConflict ..... 409: a routing write carried a stale If-Match
+    │       ├── ProxyStateLost ...... the proxy restarted from its files: an operator adopts
     │       └── InvalidRequest ...... 422: a body failed validation (names the field)
     ├── PolicyError ................. a pure algorithm cannot produce an answer
     │   ├── InvalidInstance ......... its input is inconsistent (names the field)
@@ -41,6 +42,7 @@ __all__ = [
     "OrchestratorError",
     "OverrideConflict",
     "PolicyError",
+    "ProxyStateLost",
     "RunbookError",
     "StillWaiting",
     "TemporalUnreachable",
@@ -112,6 +114,11 @@ class VersionConflict(FleetRejected):
     """A routing write carried a version that is no longer current."""
 
 
+class ProxyStateLost(FleetRejected):
+    """The data plane lost the state the orchestrator wrote (a proxy restarted from its
+    config file); nothing is changed until an operator re-adopts it."""
+
+
 class InvalidRequest(FleetRejected):
     """The fleet could not validate a request body; the reason names the field."""
 
@@ -165,6 +172,7 @@ NON_RETRYABLE_ERROR_TYPES: list[str] = sorted(
         FleetNotFound,
         VersionConflict,
         InvalidRequest,
+        ProxyStateLost,
         PolicyError,
         InvalidInstance,
         Infeasible,

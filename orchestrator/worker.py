@@ -68,7 +68,7 @@ async def run_worker(settings: Settings) -> None:
         temporal=settings.temporal.address,
         namespace=settings.temporal.namespace,
         task_queue=settings.task_queue,
-        fleet=settings.fleet_url,
+        fleet=repr(fleet),
         metrics=settings.metrics_address or None,
     )
     run = asyncio.create_task(worker.run())

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the end-to-end tests run for real: Prometheus,
-# Alertmanager, and Chromium (headless screenshots of the HTML reports). Idempotent and quiet: when both binaries are present it does nothing
+# Alertmanager, Chromium (headless screenshots of the HTML reports) and HAProxy (the
+# data plane the HAProxy fleet drives). Idempotent and quiet: when every binary is present it does nothing
 # (no apt-get update, no network), so `make test` can call it every time.
 set -euo pipefail
 
@@ -11,6 +12,7 @@ declare -A PACKAGES=(
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus-alertmanager]=prometheus-alertmanager
   [/usr/bin/chromium]=chromium
+  [/usr/sbin/haproxy]=haproxy
 )
 
 missing=()

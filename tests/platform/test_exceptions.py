@@ -29,6 +29,7 @@ class TestHierarchy:
             "OrchestratorError",
             "OverrideConflict",
             "PolicyError",
+            "ProxyStateLost",
             "RunbookError",
             "StillWaiting",
             "TemporalUnreachable",
@@ -50,6 +51,8 @@ class TestHierarchy:
         # A poll that saw nothing yet is retried: the retry policy is the poller.
         assert "StillWaiting" not in NON_RETRYABLE_ERROR_TYPES
         assert issubclass(VersionConflict, FleetRejected)
+        # A proxy that lost its state waits for an operator, not for a retry.
+        assert "ProxyStateLost" in NON_RETRYABLE_ERROR_TYPES
 
     def test_every_documented_class_is_drawn_in_the_docstring(self) -> None:
         doc = exceptions.__doc__ or ""
