@@ -43,8 +43,10 @@ K_NEAREST = 6
 RC_TOL = 1e-9
 #: Phase-1 slack sum (in row units) taken as zero.
 PHASE1_TOL = 1e-10
+#: Columns a PoP may gain per pricing round.
+PER_ROW = 2
 #: Pricing rounds before giving up and solving the full LP (never reached in practice).
-MAX_ROUNDS = 50
+MAX_ROUNDS = 100
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def solve_colgen(lp: LatencyLP, k: int = K_NEAREST) -> Array | None:
         if res is None or res.status != 0:
             return solve_full(lp)
         rc = _reduced_costs(cost, lp, res)
-        enter = np.nonzero((rc < -RC_TOL) & ~in_set)[0]
+        enter = _entering(lp, rc, in_set)
         if len(enter) == 0:
             z = np.zeros(n)
             z[np.nonzero(in_set)[0]] = res.x
@@ -142,11 +144,27 @@ def _phase1(lp: LatencyLP, in_set: npt.NDArray[np.bool_]) -> bool | None:
         if res.fun <= PHASE1_TOL:
             return True
         rc = _reduced_costs(zero, lp, res)
-        enter = np.nonzero((rc < -RC_TOL) & ~in_set)[0]
+        enter = _entering(lp, rc, in_set)
         if len(enter) == 0:
             return False
         in_set[enter] = True
     return None
+
+
+def _entering(lp: LatencyLP, rc: Array, in_set: npt.NDArray[np.bool_]) -> Index:
+    """Columns priced below zero, at most ``PER_ROW`` per PoP (the most negative).
+
+    Taking every negative column at once can add most of the LP in one round
+    (measured: 93,000 of 500,000 columns after a phase 1 from ``k`` = 2, making the
+    next solves slower than the full LP); a few per PoP is what a PoP can use.
+    """
+    enter = np.nonzero((rc < -RC_TOL) & ~in_set)[0]
+    if len(enter) == 0:
+        return enter
+    order = enter[np.lexsort((rc[enter], lp.row[enter]))]  # by row, then reduced cost
+    rows = lp.row[order]
+    rank = np.arange(len(order)) - np.searchsorted(rows, rows, side="left")
+    return order[rank < PER_ROW]
 
 
 class _Solved:
