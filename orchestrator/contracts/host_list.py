@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
-__all__ = ["HostList", "decode_hosts", "encode_hosts"]
+__all__ = ["HostList", "compact_cluster", "decode_hosts", "encode_hosts", "expand_cluster"]
 
 _NAME = re.compile(r"^(.*?)(\d+)$")
 _RUN = re.compile(r"^(.*?)(\d+)\.\.(\d+)$")
@@ -84,3 +84,55 @@ HostList = Annotated[
     BeforeValidator(decode_hosts),
     PlainSerializer(encode_hosts, return_type=Any, when_used="json"),
 ]
+
+
+def compact_cluster(cluster: dict[str, Any]) -> dict[str, Any]:
+    """A ``TrainingCluster``'s JSON with its hosts as runs: 306 KB -> a few KB at 2,048 hosts.
+
+    Consecutive hosts that differ only by name (same region, building, GPUs,
+    state, job, all GPUs healthy) become one row whose ``names`` is a host-list
+    string; any other host stays a row of its own. Order is kept. Job host lists
+    become host-list strings too. :func:`expand_cluster` undoes it exactly.
+    """
+    rows: list[dict[str, Any]] = []
+    group: list[str] = []
+    shape: dict[str, Any] | None = None
+
+    def flush() -> None:
+        if shape is not None:
+            rows.append({**shape, "names": encode_hosts(group)})
+
+    for host in cluster.get("hosts", []):
+        health = host.get("gpu_health") or []
+        if not all(health) or len(health) != host.get("gpus"):
+            flush()
+            shape, group = None, []
+            rows.append(host)
+            continue
+        this = {k: v for k, v in host.items() if k not in ("name", "gpu_health")}
+        if this != shape:
+            flush()
+            shape, group = this, []
+        group.append(host["name"])
+    flush()
+    jobs = [{**j, "hosts": encode_hosts(j.get("hosts", []))} for j in cluster.get("jobs", [])]
+    return {**cluster, "hosts": rows, "jobs": jobs, "compact": 1}
+
+
+def expand_cluster(value: Any) -> Any:
+    """:func:`compact_cluster`'s form back to a ``TrainingCluster``'s; anything else as is."""
+    if not isinstance(value, dict) or value.get("compact") != 1:
+        return value
+    hosts: list[dict[str, Any]] = []
+    for row in value["hosts"]:
+        if "names" not in row:
+            hosts.append(row)
+            continue
+        shape = {k: v for k, v in row.items() if k != "names"}
+        hosts.extend(
+            {**shape, "name": n, "gpu_health": [True] * shape["gpus"]}
+            for n in decode_hosts(row["names"])
+        )
+    jobs = [{**j, "hosts": decode_hosts(j["hosts"])} for j in value.get("jobs", [])]
+    rest = {k: v for k, v in value.items() if k not in ("hosts", "jobs", "compact")}
+    return {**rest, "hosts": hosts, "jobs": jobs}

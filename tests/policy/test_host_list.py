@@ -9,13 +9,22 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.activities.training import RecoveryView
 from orchestrator.contracts.host_list import decode_hosts, encode_hosts
+from orchestrator.contracts.training import (
+    JobState,
+    TrainingCheckpoints,
+    TrainingCluster,
+    TrainingJob,
+)
 from orchestrator.contracts.training_supervisor import (
     FailureKind,
     FailureRecord,
     RecoveryInput,
     SupervisorInput,
 )
+from orchestrator.policy.recovery_models import Host, HostState, JobSpec
+from orchestrator.temporal import data_converter
 
 LIMIT = 256 * 1024
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -96,3 +105,61 @@ def test_supervisor_payloads_stay_small_at_2048_and_8192_hosts() -> None:
         )
         assert len(recovery.model_dump_json()) < LIMIT
         assert json.loads(wire)["failures"][0]["hosts_before"].count(",") < 20
+
+
+def _view(size: int) -> RecoveryView:
+    """A fleet of ``size`` job hosts plus 10 % spares over 8 buildings, some hosts sick or down."""
+    spares = size // 10 // 8
+    per = size // 8 + spares
+    hosts = []
+    for b in range(8):
+        for i in range(per):
+            name = f"b{b}-h{i:04d}"
+            state = HostState.SPARE if i < spares else HostState.ALLOCATED
+            if i % 211 == 7:
+                state = HostState.DOWN
+            health = [True] * 8
+            if i % 97 == 5:
+                health[3] = False
+            hosts.append(
+                Host(
+                    name=name,
+                    region="us-east",
+                    building=f"b{b}",
+                    gpus=8,
+                    gpu_health=health,
+                    state=state,
+                    job="llama" if state is HostState.ALLOCATED else None,
+                )
+            )
+    job = TrainingJob(
+        spec=JobSpec(name="llama", hosts=size, region="us-east"),
+        state=JobState.RUNNING,
+        step=12,
+        total_steps=100,
+        hosts=[h.name for h in hosts if h.job == "llama"],
+        heartbeat_s=1.0,
+        step_s=1.0,
+    )
+    return RecoveryView(
+        cluster=TrainingCluster(now=NOW, hosts=hosts, jobs=[job]),
+        checkpoints=TrainingCheckpoints(job="llama", checkpoints=[]),
+    )
+
+
+def test_fleet_read_is_small_and_exact_through_the_data_converter() -> None:
+    for size in (2048, 8192):
+        view = _view(size)
+        [payload] = data_converter.payload_converter.to_payloads([view])
+        assert len(payload.data) < LIMIT, (size, len(payload.data))
+        [back] = data_converter.payload_converter.from_payloads([payload], [RecoveryView])
+        assert back == view  # every host, state, GPU flag and job host, in order
+
+
+def test_fleet_read_written_as_plain_json_still_reads() -> None:
+    view = _view(16 * 8)
+    plain = {
+        "cluster": view.cluster.model_dump(mode="json"),
+        "checkpoints": {"job": "llama", "checkpoints": []},
+    }
+    assert RecoveryView.model_validate(plain) == view
