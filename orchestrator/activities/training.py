@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field, field_serializer, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from orchestrator.activities.errors import reported
 from orchestrator.activities.training_detect import classify
+from orchestrator.contracts.host_list import HostList, compact_cluster, expand_cluster
 from orchestrator.contracts.training import (
     JobState,
     QuarantineRequest,
@@ -67,7 +69,7 @@ class WatchResult(BaseModel):
     detected_at: AwareDatetime
     job: TrainingJob
     #: job hosts whose GPUs failed (to quarantine)
-    bad_hosts: list[str] = Field(default_factory=list)
+    bad_hosts: HostList = Field(default_factory=list)
     detail: str = ""
 
 
@@ -92,8 +94,19 @@ class Stamped(BaseModel):
 
 
 class RecoveryView(BaseModel):
+    #: on the wire with its hosts as runs (``compact_cluster``): as plain JSON a
+    #: 2,048-host fleet is 306 KB, past the 256 KB payload budget (issue 24)
     cluster: TrainingCluster
     checkpoints: TrainingCheckpoints
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        return expand_cluster(value)
+
+    @field_serializer("cluster", when_used="json")
+    def _compact(self, cluster: TrainingCluster) -> dict[str, Any]:
+        return compact_cluster(cluster.model_dump(mode="json"))
 
 
 class ProgressInput(BaseModel):

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from pydantic import AwareDatetime, Field
 
+from orchestrator.contracts.host_list import HostList
 from orchestrator.models import StrictModel
 from orchestrator.policy.recovery_models import (
     CheckpointRejection,
@@ -83,9 +84,10 @@ class FailureRecord(StrictModel):
     recovered_at: AwareDatetime | None = None
     failed_at_step: int = Field(ge=0)
     resumed_from_step: int | None = None
-    hosts_before: list[str] = Field(default_factory=list)
-    hosts_after: list[str] = Field(default_factory=list)
-    quarantined: list[str] = Field(default_factory=list)
+    #: host lists travel as ranges (``host_list``): a 2,048-host record is 45 KB as lists
+    hosts_before: HostList = Field(default_factory=list)
+    hosts_after: HostList = Field(default_factory=list)
+    quarantined: HostList = Field(default_factory=list)
     rejected_checkpoints: list[CheckpointRejection] = Field(default_factory=list)
     confirmed: bool = False
     detail: str = ""
@@ -135,7 +137,7 @@ class RecoveryInput(StrictModel):
     job: str = Field(min_length=1)
     failure: FailureRecord
     #: hosts to quarantine (their GPUs failed)
-    bad_hosts: list[str] = Field(default_factory=list)
+    bad_hosts: HostList = Field(default_factory=list)
     quarantine: list[QuarantineRecord] = Field(default_factory=list)
     failed_resumes: dict[int, int] = Field(default_factory=dict)
     #: every fleet mutation's key starts with this (supervisor id + failure number)

@@ -304,15 +304,22 @@ def min_max_utilization(c: Compiled, caps: Array) -> float | None:
     return float(res.x[u_col])
 
 
-def min_latency(c: Compiled, caps: Array, max_util: float) -> Array | None:
+def min_latency(
+    c: Compiled, caps: Array, max_util: float, *, full: bool = False, k: int | None = None
+) -> Array | None:
     """Stage 2: the table of least ``sum x' t RTT^2`` with every region at most ``max_util``.
 
+    Solved by column generation (``taiji_colgen``), which proves the full LP's
+    optimum over a fraction of its columns; ``full`` solves the LP over every
+    allowed pair instead (the reference the property tests and the benchmark compare with);
+    ``k`` overrides the regions per PoP column generation starts from.
     Returns full ``(P, R)`` fractions, or None when HiGHS finds no solution
     (only possible through tolerances, since stage 1 proved one exists).
     """
     # Imported here: scipy costs ~0.3 s, and importing a contract must not pay it.
     import scipy.sparse as sp
-    from scipy.optimize import linprog
+
+    from orchestrator.policy.taiji_colgen import K_NEAREST, LatencyLP, solve_colgen, solve_full
 
     total = c.total
     out = c.floor.copy()
@@ -337,16 +344,20 @@ def min_latency(c: Compiled, caps: Array, max_util: float) -> Array | None:
     floor_rows, floor_b = _floor_rows(
         c.share_floor - c.t @ c.floor / total, di, t_hat * scale[di], n, scale
     )
-    a_ub = sp.vstack([cap_rows, floor_rows]).tocsr()
-    b_ub = np.concatenate([np.maximum(region_caps[finite] * scale[finite], 0.0), floor_b])
-    a_eq = sp.csr_matrix((np.ones(n), (ei_local, np.arange(n))), shape=(len(rows), n))
-    b_eq = c.movable[rows]
-    res = linprog(
-        cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs"
+    lp = LatencyLP(
+        cost=cost,
+        a_ub=sp.vstack([cap_rows, floor_rows]).tocsc(),
+        b_ub=np.concatenate([np.maximum(region_caps[finite] * scale[finite], 0.0), floor_b]),
+        a_eq=sp.csc_matrix((np.ones(n), (ei_local, np.arange(n))), shape=(len(rows), n)),
+        b_eq=c.movable[rows],
+        row=ei_local,
+        rtt=c.rtt[ei, di],
+        current=c.x[ei, di] > 0,
     )
-    if res.status != 0:
+    solution = solve_full(lp) if full else solve_colgen(lp, K_NEAREST if k is None else k)
+    if solution is None:
         return None
-    z = np.where(res.x > EPS, res.x, 0.0)
+    z = np.where(solution > EPS, solution, 0.0)
     np.add.at(out, (ei, di), z)
     # HiGHS meets the row sums to ~1e-9; rescale the movable part so they are exact.
     movable_now = out[rows].sum(axis=1) - c.floor[rows].sum(axis=1)
