@@ -33,7 +33,7 @@ every seeded instance within 0.5 % of its long-run optimum within
 
 Then, unless ``--quick``, the solver at 5,000 PoPs x 100 regions, stage 2 by column
 generation against the full LP it replaced, time, peak RSS and objective measured in
-this run (``benchmarks/taiji_scale.py``; target: under 3 s, objective within 1e-6).
+this run (``benchmarks/_taiji_scale.py``; target: under 3 s, objective within 1e-6).
 
 Run: ``.venv/bin/python benchmarks/taiji.py [--quick]``; writes
 ``benchmarks/results/taiji.json``.
@@ -68,7 +68,7 @@ from orchestrator.policy.taiji_lp import compile_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
-from benchmarks.taiji_scale import compare, scale_claims  # noqa: E402
+from benchmarks._taiji_scale import compare, scale_claims  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "taiji.json"
 FULL_SIZES = [(20, 4), (100, 10), (300, 20), (1000, 50)]
