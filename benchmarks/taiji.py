@@ -67,8 +67,8 @@ from orchestrator.policy.taiji import (
 from orchestrator.policy.taiji_lp import compile_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
 from benchmarks._taiji_scale import compare, scale_claims  # noqa: E402
+from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "taiji.json"
 FULL_SIZES = [(20, 4), (100, 10), (300, 20), (1000, 50)]
