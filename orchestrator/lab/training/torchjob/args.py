@@ -10,12 +10,17 @@ from pathlib import Path
 
 __all__ = [
     "EXIT_BAD_CHECKPOINT",
+    "STATS_FILE",
     "EXIT_OK",
     "SAVE_MODES",
     "WorkerArgs",
     "parse_args",
     "rank_pid_file",
 ]
+
+
+#: rank 0's checkpoint timings, written when the run finishes (the benchmark reads it)
+STATS_FILE = "checkpoint-stats.json"
 
 
 def rank_pid_file(workdir: Path, rank: int) -> Path:
@@ -43,6 +48,7 @@ class WorkerArgs:
     save: str
     step_ms: float
     timeout_s: float
+    hidden: int = 128
 
     def argv(self) -> list[str]:
         return [
@@ -60,6 +66,7 @@ class WorkerArgs:
             f"--save={self.save}",
             f"--step-ms={self.step_ms}",
             f"--timeout-s={self.timeout_s}",
+            f"--hidden={self.hidden}",
         ]
 
 
@@ -79,14 +86,16 @@ def parse_args(argv: Sequence[str] | None = None) -> WorkerArgs:
     p.add_argument("--heartbeat-s", type=float, default=0.5)
     p.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--save", choices=SAVE_MODES, default="blocking")
+    p.add_argument("--save", choices=SAVE_MODES, default="async")
     p.add_argument("--step-ms", type=float, default=0.0, help="extra time per step (pacing)")
+    p.add_argument("--hidden", type=int, default=128, help="MLP width")
     p.add_argument("--timeout-s", type=float, default=60.0, help="collective timeout")
     ns = p.parse_args(argv)
     for ok, message in [
         (ns.total_steps >= 1, f"--total-steps: must be at least 1, got {ns.total_steps}"),
         (ns.checkpoint_every >= 1, f"--checkpoint-every: must be >= 1, got {ns.checkpoint_every}"),
         (ns.keep >= 1, f"--keep: must be at least 1, got {ns.keep}"),
+        (ns.hidden >= 1, f"--hidden: must be at least 1, got {ns.hidden}"),
         (ns.batch >= 1, f"--batch: must be at least 1, got {ns.batch}"),
         (ns.heartbeat_s > 0, f"--heartbeat-s: must be > 0, got {ns.heartbeat_s}"),
     ]:
@@ -112,4 +121,5 @@ def parse_args(argv: Sequence[str] | None = None) -> WorkerArgs:
         save=ns.save,
         step_ms=ns.step_ms,
         timeout_s=ns.timeout_s,
+        hidden=ns.hidden,
     )

@@ -15,22 +15,23 @@ import hashlib
 import torch
 from torch import nn
 
-__all__ = ["IN_DIM", "DataSet", "build_model", "params_digest"]
+__all__ = ["HIDDEN", "IN_DIM", "DataSet", "build_model", "params_digest"]
 
 IN_DIM = 32
-_HIDDEN = 128
+#: the default width; the checkpoint benchmark widens it to make shards weigh something
+HIDDEN = 128
 #: samples in the synthetic data set
 _SIZE = 4096
 
 
-def build_model(seed: int) -> nn.Module:
+def build_model(seed: int, hidden: int = HIDDEN) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(
-        nn.Linear(IN_DIM, _HIDDEN),
+        nn.Linear(IN_DIM, hidden),
         nn.GELU(),
-        nn.Linear(_HIDDEN, _HIDDEN),
+        nn.Linear(hidden, hidden),
         nn.GELU(),
-        nn.Linear(_HIDDEN, 1),
+        nn.Linear(hidden, 1),
     )
 
 

@@ -23,15 +23,19 @@ Exit codes: 0 finished; 2 bad arguments; 3 the requested checkpoint cannot be us
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import os
 import shutil
+import signal
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -41,7 +45,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.futures import Future as TorchFuture
 from torch.nn.parallel import DistributedDataParallel
 
-from orchestrator.lab.training.atomic import TMP_SUFFIX
+from orchestrator.lab.training.atomic import TMP_SUFFIX, atomic_write_bytes
 from orchestrator.lab.training.checkpoints import CheckpointError, CheckpointStatus
 from orchestrator.lab.training.sharded import (
     commit_sharded,
@@ -60,6 +64,7 @@ from orchestrator.lab.training.status import (
 from orchestrator.lab.training.torchjob.args import (
     EXIT_BAD_CHECKPOINT,
     EXIT_OK,
+    STATS_FILE,
     WorkerArgs,
     parse_args,
     rank_pid_file,
@@ -93,7 +98,7 @@ class Rank:
         self.args = args
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self.net = build_model(args.seed)
+        self.net = build_model(args.seed, args.hidden)
         self.ddp = DistributedDataParallel(self.net)
         self.ddp.register_comm_hook(None, _ordered_allreduce)
         self.optim = torch.optim.Adam(self.ddp.parameters(), lr=args.lr)
@@ -102,7 +107,11 @@ class Rank:
         self.cursor = 0
         self.resumed_from = 0
         self.checkpoint_step: int | None = None
-        self.pending: tuple[int, Future[Any]] | None = None
+        self.pending: tuple[int, float, Future[Any]] | None = None
+        #: seconds the loop was held by each checkpoint, and from save start to commit
+        self.stalls: list[float] = []
+        self.commits: list[float] = []
+        self.step_s: list[float] = []
         # async_save runs its collectives in a background thread: they get their own
         # group so they never interleave with DDP's all-reduce on the default one.
         self.ckpt_group = dist.new_group(backend="gloo") if args.save == "async" else None
@@ -157,26 +166,28 @@ class Rank:
         self.step += 1
         self.cursor += self.world * self.args.batch
 
-    def _commit(self, step: int) -> None:
+    def _commit(self, step: int, began: float) -> None:
         if self.rank == 0:
             commit_sharded(
                 self.args.workdir, step, meta={"job": self.args.job, "world": self.world}
             )
             prune_sharded(self.args.workdir, self.args.keep)
             self.checkpoint_step = step
+            self.commits.append(time.monotonic() - began)
             print(f"checkpoint {step} committed", flush=True)
 
     def finish_pending(self, wait: bool) -> None:
         if self.pending is None:
             return
-        step, future = self.pending
+        step, began, future = self.pending
         if not wait and not future.done():
             return
         future.result()
         self.pending = None
-        self._commit(step)
+        self._commit(step, began)
 
     def checkpoint(self) -> None:
+        began = time.monotonic()
         self.finish_pending(wait=True)
         target = staging_dir(self.args.workdir, self.step)
         if self.args.save == "async":
@@ -184,10 +195,11 @@ class Rank:
                 self._state(), checkpoint_id=str(target), process_group=self.ckpt_group
             )
             assert isinstance(future, Future)
-            self.pending = (self.step, future)
+            self.pending = (self.step, began, future)
         else:
             dcp.save(self._state(), checkpoint_id=str(target))
-            self._commit(self.step)
+            self._commit(self.step, began)
+        self.stalls.append(time.monotonic() - began)
 
     def run(self) -> int:
         args = self.args
@@ -196,6 +208,7 @@ class Rank:
         while self.step < args.total_steps:
             begun = time.monotonic()
             self.train_step()
+            self.step_s.append(time.monotonic() - begun)
             if args.step_ms > 0:
                 time.sleep(max(0.0, args.step_ms / 1000 - (time.monotonic() - begun)))
             if self.step % args.checkpoint_every == 0 or self.step == args.total_steps:
@@ -219,6 +232,15 @@ class Rank:
                     finished_at=time.time(),
                 ),
             )
+            stats = {
+                "save": args.save,
+                "world": self.world,
+                "hidden": args.hidden,
+                "stall_s": self.stalls,
+                "commit_s": self.commits,
+                "step_s": self.step_s,
+            }
+            atomic_write_bytes(args.workdir / STATS_FILE, json.dumps(stats).encode())
         self.beat(TrainerState.FINISHED)
         return EXIT_OK
 
@@ -271,33 +293,51 @@ def _clear_leftovers(workdir: Path) -> None:
             path.unlink()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _train(args: WorkerArgs) -> int:
+    rank = dist.get_rank()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        _clear_leftovers(args.workdir)
+    choice = torch.tensor([_choose_resume(args) if rank == 0 else 0])
+    dist.broadcast(choice, src=0)
+    step = int(choice.item())
+    if step < 0:
+        return EXIT_BAD_CHECKPOINT
+    job = Rank(args)
+    if step > 0:
+        job.load(step)
+    rank_pid_file(args.workdir, rank).write_text(f"{os.getpid()}\n")
+    print(f"rank {rank}/{job.world} pid {os.getpid()} resumed_from {step}", flush=True)
+    code = job.run()
+    # Leave together: a rank that tears gloo down while a peer is still in its last
+    # collective can leave that peer blocked for good.
+    dist.barrier()
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Train, then leave with ``os._exit``.
+
+    A finished rank sometimes never exited (main thread parked on a futex, gloo's
+    threads alive, every peer gone) in gloo teardown or interpreter finalization,
+    which held its torchrun agent, and so the whole job, for the agent's 300 s exit
+    barrier. Nothing is left to flush once the files are written, so the rank skips
+    both and exits at once; the kernel closes its sockets.
+    """
     args = parse_args(argv)
+    # `kill -USR1 <rank pid>` prints where every thread of a stuck rank is.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     _setup()
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
     try:
-        rank = dist.get_rank()
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        if rank == 0:
-            _clear_leftovers(args.workdir)
-        choice = torch.tensor([_choose_resume(args) if rank == 0 else 0])
-        dist.broadcast(choice, src=0)
-        step = int(choice.item())
-        if step < 0:
-            return EXIT_BAD_CHECKPOINT
-        job = Rank(args)
-        if step > 0:
-            job.load(step)
-        rank_pid_file(args.workdir, rank).write_text(f"{os.getpid()}\n")
-        print(f"rank {rank}/{job.world} pid {os.getpid()} resumed_from {step}", flush=True)
-        code = job.run()
-        # Leave together: a rank that tears gloo down while a peer is still in its last
-        # collective can leave that peer blocked for good.
-        dist.barrier()
-        return code
-    finally:
-        dist.destroy_process_group()
+        code = _train(args)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
