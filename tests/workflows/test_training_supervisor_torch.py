@@ -1,0 +1,79 @@
+"""TrainingJobSupervisorWorkflow supervises the PyTorch job: a SIGKILLed rank is recovered.
+
+Real Temporal, a real lab, 4 hosts each running a torchrun agent and one DDP rank.
+The rank is killed through the lab's fault API; the supervisor sees the job crash,
+restarts it from the newest verified DCP checkpoint, and the job reaches its last step.
+"""
+
+from __future__ import annotations
+
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator import registry
+from orchestrator.clients.training import start_supervisor, wait_for_supervisor
+from orchestrator.config import Settings
+from orchestrator.contracts.training import JobState
+from orchestrator.contracts.training_supervisor import (
+    FailureKind,
+    SupervisorInput,
+    SupervisorState,
+)
+from tests.fixtures.lab import LabFactory
+from tests.fixtures.temporal import WorkerFactory
+from tests.workflows.test_training_supervisor import recovered
+from tests.workflows.training_support import (
+    JOB,
+    end_earlier_supervisor,
+    inject,
+    job_view,
+    training_config,
+    wait_job,
+)
+
+#: four torchrun agents and four ranks import torch on a shared 2-core machine: a run's
+#: first heartbeat can take tens of seconds, which must not read as a hang
+OPTIONS = SupervisorInput(job=JOB, hang_after_s=90.0, poll_s=0.2, confirm_timeout_s=240)
+STEPS = 40
+
+
+class TestTorchJobRankKilled:
+    """A SIGKILLed rank takes the DDP job down; the supervisor restarts it from its newest
+    verified checkpoint and it finishes its last step."""
+
+    async def test_rank_kill_is_recovered(
+        self,
+        dev_env: WorkflowEnvironment,
+        start_lab: LabFactory,
+        make_worker: WorkerFactory,
+    ) -> None:
+        config = training_config(
+            kind="torch", hosts=4, total_steps=STEPS, checkpoint_every=5, step_ms=250.0
+        )
+        assert config.training is not None
+        config.training.hosts_per_building = 6
+        lab = await start_lab(config, faults=True)
+        fleet = lab.fleet(timeout=10.0)
+        settings = Settings(fleet_url=lab.url)
+        ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=dev_env.client)
+        async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
+            handle = await start_supervisor(
+                dev_env.client, JOB, task_queue=worker.task_queue, options=OPTIONS
+            )
+            await wait_job(
+                fleet,
+                lambda j: j.state is JobState.RUNNING and (j.checkpoint_step or 0) >= 5,
+                timeout_s=240,
+            )
+            await inject(lab, "rank-kill", job=JOB, rank=2)
+            await wait_for_supervisor(dev_env.client, JOB, recovered(1), timeout_s=300)
+            final = await handle.result()
+
+        assert final.state is SupervisorState.FINISHED
+        assert [f.kind for f in final.failures] == [FailureKind.CRASH]
+        job = await job_view(fleet)
+        assert job.state is JobState.FINISHED and job.step == STEPS
+        assert job.resumed_from >= 5 and job.runs == 2
+        checkpoints = (await fleet.training_checkpoints(JOB)).checkpoints
+        assert checkpoints[-1].step == STEPS
+        assert checkpoints[-1].digest == checkpoints[-1].manifest_digest
