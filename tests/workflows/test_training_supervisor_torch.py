@@ -2,10 +2,13 @@
 
 Real Temporal, a real lab, 4 hosts each running a torchrun agent and one DDP rank.
 The rank is killed through the lab's fault API; the supervisor sees the job crash,
-restarts it from the newest verified DCP checkpoint, and the job reaches its last step.
+restarts it from the newest verified DCP checkpoint, and the job reaches its last step
+with the parameters of an uninterrupted run, bit for bit.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -18,6 +21,8 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorInput,
     SupervisorState,
 )
+from orchestrator.lab.training.torchjob.args import parse_args
+from orchestrator.lab.training.torchjob.launch import TorchJob
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.test_training_supervisor import recovered
@@ -34,6 +39,30 @@ from tests.workflows.training_support import (
 #: first heartbeat can take tens of seconds, which must not read as a hang
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=90.0, poll_s=0.2, confirm_timeout_s=240)
 STEPS = 40
+SEED = 11
+
+
+def uninterrupted_digest(workdir: Path) -> str:
+    """The same job (seed, hosts, steps) run straight through, outside the lab."""
+    job = TorchJob.start(
+        parse_args(
+            [
+                "--job=reference",
+                f"--workdir={workdir}",
+                "--hosts=r0,r1,r2,r3",
+                f"--total-steps={STEPS}",
+                "--checkpoint-every=5",
+                f"--seed={SEED}",
+            ]
+        )
+    )
+    try:
+        assert job.wait(300) == [0, 0, 0, 0], job.log_tail("r0")
+    finally:
+        job.kill()
+    progress = job.progress()
+    assert progress is not None
+    return progress.params_digest
 
 
 class TestTorchJobRankKilled:
@@ -45,9 +74,10 @@ class TestTorchJobRankKilled:
         dev_env: WorkflowEnvironment,
         start_lab: LabFactory,
         make_worker: WorkerFactory,
+        tmp_path: Path,
     ) -> None:
         config = training_config(
-            kind="torch", hosts=4, total_steps=STEPS, checkpoint_every=5, step_ms=250.0
+            kind="torch", hosts=4, total_steps=STEPS, checkpoint_every=5, step_ms=250.0, seed=SEED
         )
         assert config.training is not None
         config.training.hosts_per_building = 6
@@ -77,3 +107,4 @@ class TestTorchJobRankKilled:
         checkpoints = (await fleet.training_checkpoints(JOB)).checkpoints
         assert checkpoints[-1].step == STEPS
         assert checkpoints[-1].digest == checkpoints[-1].manifest_digest
+        assert job.params_digest == uninterrupted_digest(tmp_path / "reference")
