@@ -1,13 +1,15 @@
-"""TrainingJobSupervisorWorkflow supervises the PyTorch job: a SIGKILLed rank is recovered.
+"""TrainingJobSupervisorWorkflow supervises the PyTorch job: a killed rank, a hung rank.
 
 Real Temporal, a real lab, 4 hosts each running a torchrun agent and one DDP rank.
-The rank is killed through the lab's fault API; the supervisor sees the job crash,
-restarts it from the newest verified DCP checkpoint, and the job reaches its last step
+A rank is SIGKILLed, then one is SIGSTOPped, through the lab's fault API; the supervisor
+sees the crash, then the hang, restarts the job each time from its newest verified DCP
+checkpoint, and the job reaches its last step
 with the parameters of an uninterrupted run, bit for bit.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -35,9 +37,10 @@ from tests.workflows.training_support import (
     wait_job,
 )
 
-#: four torchrun agents and four ranks import torch on a shared 2-core machine: a run's
-#: first heartbeat can take tens of seconds, which must not read as a hang
-OPTIONS = SupervisorInput(job=JOB, hang_after_s=90.0, poll_s=0.2, confirm_timeout_s=240)
+#: a run's first heartbeat can take tens of seconds (four agents and four ranks import
+#: torch on a shared 2-core machine): the supervisor's start-up grace covers it; after
+#: that, missing heartbeats are a hang
+OPTIONS = SupervisorInput(job=JOB, hang_after_s=2.5, poll_s=0.2, confirm_timeout_s=240)
 STEPS = 40
 SEED = 11
 
@@ -66,8 +69,9 @@ def uninterrupted_digest(workdir: Path) -> str:
 
 
 class TestTorchJobRankKilled:
-    """A SIGKILLed rank takes the DDP job down; the supervisor restarts it from its newest
-    verified checkpoint and it finishes its last step."""
+    """A SIGKILLed rank takes the DDP job down, a SIGSTOPped one stalls it; the supervisor
+    detects each (the hang within two hang thresholds), restarts the job from its newest
+    verified checkpoint, and it finishes its last step bit-identical to an uninterrupted run."""
 
     async def test_rank_kill_is_recovered(
         self,
@@ -77,7 +81,13 @@ class TestTorchJobRankKilled:
         tmp_path: Path,
     ) -> None:
         config = training_config(
-            kind="torch", hosts=4, total_steps=STEPS, checkpoint_every=5, step_ms=250.0, seed=SEED
+            kind="torch",
+            hosts=4,
+            total_steps=STEPS,
+            checkpoint_every=5,
+            step_ms=250.0,
+            seed=SEED,
+            heartbeat_s=1.0,
         )
         assert config.training is not None
         config.training.hosts_per_building = 6
@@ -97,13 +107,28 @@ class TestTorchJobRankKilled:
             )
             await inject(lab, "rank-kill", job=JOB, rank=2)
             await wait_for_supervisor(dev_env.client, JOB, recovered(1), timeout_s=300)
+            await wait_job(
+                fleet,
+                lambda j: (
+                    j.state is JobState.RUNNING
+                    and j.runs == 2
+                    and (j.checkpoint_step or 0) >= j.resumed_from + 5
+                ),
+                timeout_s=240,
+            )
+            # A hung rank: SIGSTOPped, so every other rank blocks in all-reduce and no
+            # process exits; only rank 0's missing heartbeats reveal it.
+            hang = await inject(lab, "hang", job=JOB)
+            await wait_for_supervisor(dev_env.client, JOB, recovered(2), timeout_s=300)
             final = await handle.result()
 
         assert final.state is SupervisorState.FINISHED
-        assert [f.kind for f in final.failures] == [FailureKind.CRASH]
+        assert [f.kind for f in final.failures] == [FailureKind.CRASH, FailureKind.HANG]
+        onset = datetime.fromtimestamp(hang["at"], UTC)
+        assert (final.failures[1].detected_at - onset).total_seconds() <= 2 * 2.5
         job = await job_view(fleet)
         assert job.state is JobState.FINISHED and job.step == STEPS
-        assert job.resumed_from >= 5 and job.runs == 2
+        assert job.resumed_from >= 10 and job.runs == 3
         checkpoints = (await fleet.training_checkpoints(JOB)).checkpoints
         assert checkpoints[-1].step == STEPS
         assert checkpoints[-1].digest == checkpoints[-1].manifest_digest

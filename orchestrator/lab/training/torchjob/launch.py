@@ -18,7 +18,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from orchestrator.lab.training.status import Heartbeat, Progress, read_heartbeat, read_progress
+from orchestrator.lab.training.status import (
+    HEARTBEAT_FILE,
+    PROGRESS_FILE,
+    Heartbeat,
+    Progress,
+    read_heartbeat,
+    read_progress,
+)
 from orchestrator.lab.training.torchjob.args import WorkerArgs, rank_pid_file
 
 __all__ = ["TorchJob", "free_port", "torch_env"]
@@ -49,6 +56,13 @@ class TorchJob:
     @classmethod
     def start(cls, args: WorkerArgs, *, port: int | None = None) -> TorchJob:
         args.workdir.mkdir(parents=True, exist_ok=True)
+        # The previous run's heartbeat would read as this run's (stale: a hang) during the
+        # tens of seconds before rank 0 writes one; without it the supervisor applies its
+        # start-up grace instead. The previous run is dead, so nobody else writes these.
+        for name in (HEARTBEAT_FILE, PROGRESS_FILE):
+            (args.workdir / name).unlink(missing_ok=True)
+        for rank in range(len(args.hosts)):
+            rank_pid_file(args.workdir, rank).unlink(missing_ok=True)
         job = cls(args=args, port=port or free_port())
         nnodes = len(args.hosts)
         for index, host in enumerate(args.hosts):
