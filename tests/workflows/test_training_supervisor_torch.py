@@ -1,9 +1,10 @@
-"""TrainingJobSupervisorWorkflow supervises the PyTorch job: a killed rank, a hung rank.
+"""TrainingJobSupervisorWorkflow supervises the PyTorch job through four real faults.
 
 Real Temporal, a real lab, 4 hosts each running a torchrun agent and one DDP rank.
-A rank is SIGKILLed, then one is SIGSTOPped, through the lab's fault API; the supervisor
-sees the crash, then the hang, restarts the job each time from its newest verified DCP
-checkpoint, and the job reaches its last step
+Through the lab's fault API: a rank SIGKILLed, a rank SIGSTOPped (hung in all-reduce), a
+host lost, the newest checkpoint's shard corrupted. The supervisor detects each, restarts
+the job from its newest verified DCP checkpoint (on a spare in place of the lost host;
+never from the corrupt one), and the job reaches its last step
 with the parameters of an uninterrupted run, bit for bit.
 """
 
@@ -25,6 +26,7 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.lab.training.torchjob.args import parse_args
 from orchestrator.lab.training.torchjob.launch import TorchJob
+from orchestrator.policy.recovery_models import RejectReason
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.test_training_supervisor import recovered
@@ -41,7 +43,7 @@ from tests.workflows.training_support import (
 #: torch on a shared 2-core machine): the supervisor's start-up grace covers it; after
 #: that, missing heartbeats are a hang
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=2.5, poll_s=0.2, confirm_timeout_s=240)
-STEPS = 40
+STEPS = 60
 SEED = 11
 
 
@@ -68,12 +70,12 @@ def uninterrupted_digest(workdir: Path) -> str:
     return progress.params_digest
 
 
-class TestTorchJobRankKilled:
-    """A SIGKILLed rank takes the DDP job down, a SIGSTOPped one stalls it; the supervisor
+class TestTorchJobSurvivesFourFaults:
+    """A SIGKILLed rank, a SIGSTOPped rank, a lost host and a corrupt shard: the supervisor
     detects each (the hang within two hang thresholds), restarts the job from its newest
     verified checkpoint, and it finishes its last step bit-identical to an uninterrupted run."""
 
-    async def test_rank_kill_is_recovered(
+    async def test_four_faults(
         self,
         dev_env: WorkflowEnvironment,
         start_lab: LabFactory,
@@ -100,35 +102,50 @@ class TestTorchJobRankKilled:
             handle = await start_supervisor(
                 dev_env.client, JOB, task_queue=worker.task_queue, options=OPTIONS
             )
-            await wait_job(
-                fleet,
-                lambda j: j.state is JobState.RUNNING and (j.checkpoint_step or 0) >= 5,
-                timeout_s=240,
-            )
-            await inject(lab, "rank-kill", job=JOB, rank=2)
-            await wait_for_supervisor(dev_env.client, JOB, recovered(1), timeout_s=300)
-            await wait_job(
-                fleet,
-                lambda j: (
-                    j.state is JobState.RUNNING
-                    and j.runs == 2
-                    and (j.checkpoint_step or 0) >= j.resumed_from + 5
-                ),
-                timeout_s=240,
-            )
-            # A hung rank: SIGSTOPped, so every other rank blocks in all-reduce and no
-            # process exits; only rank 0's missing heartbeats reveal it.
-            hang = await inject(lab, "hang", job=JOB)
-            await wait_for_supervisor(dev_env.client, JOB, recovered(2), timeout_s=300)
+            faults = []
+            for n, kind in enumerate(
+                ["rank-kill", "hang", "host-down", "corrupt-checkpoint"], start=1
+            ):
+                job = await wait_job(
+                    fleet,
+                    lambda j, n=n: (
+                        j.state is JobState.RUNNING
+                        and j.runs == n
+                        and (j.checkpoint_step or 0) >= j.resumed_from + 5
+                    ),
+                    timeout_s=240,
+                )
+                body = {
+                    # SIGKILL: the peers' collectives fail, every agent exits
+                    "rank-kill": {"job": JOB, "rank": 2},
+                    # SIGSTOP: the other ranks block in all-reduce, no process exits,
+                    # only rank 0's missing heartbeats reveal it
+                    "hang": {"job": JOB},
+                    "host-down": {"host": job.hosts[1]},
+                    "corrupt-checkpoint": {"job": JOB},
+                }[kind]
+                faults.append(await inject(lab, kind, **body))
+                await wait_for_supervisor(dev_env.client, JOB, recovered(n), timeout_s=300)
             final = await handle.result()
 
         assert final.state is SupervisorState.FINISHED
-        assert [f.kind for f in final.failures] == [FailureKind.CRASH, FailureKind.HANG]
-        onset = datetime.fromtimestamp(hang["at"], UTC)
+        assert [f.kind for f in final.failures] == [
+            FailureKind.CRASH,
+            FailureKind.HANG,
+            FailureKind.HOST_DOWN,
+            FailureKind.CRASH,
+        ]
+        onset = datetime.fromtimestamp(faults[1]["at"], UTC)
         assert (final.failures[1].detected_at - onset).total_seconds() <= 2 * 2.5
+        corrupted = faults[3]["step"]
+        assert any(
+            r.step == corrupted and r.reason is RejectReason.CORRUPT
+            for r in final.failures[3].rejected_checkpoints
+        )
+        assert faults[2]["target"] not in final.failures[2].hosts_after
         job = await job_view(fleet)
         assert job.state is JobState.FINISHED and job.step == STEPS
-        assert job.resumed_from >= 10 and job.runs == 3
+        assert job.runs == 5 and job.resumed_from < corrupted
         checkpoints = (await fleet.training_checkpoints(JOB)).checkpoints
         assert checkpoints[-1].step == STEPS
         assert checkpoints[-1].digest == checkpoints[-1].manifest_digest
