@@ -30,6 +30,9 @@ from orchestrator.lab.errors import conflict, invalid, not_found
 from orchestrator.lab.training.checkpoints import corrupt_newest, list_checkpoints
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
 from orchestrator.lab.training.runs import LiveRun, ModelRun, Run, model_digest
+from orchestrator.lab.training.sharded import corrupt_newest_sharded, list_sharded
+from orchestrator.lab.training.torchjob.args import WorkerArgs
+from orchestrator.lab.training.torchjob.run import TorchRun
 from orchestrator.lab.training.trainer import TrainerArgs
 from orchestrator.policy.recovery_models import (
     CheckpointInfo,
@@ -197,7 +200,10 @@ class LabTrainingCluster:
     def checkpoints(self, name: str) -> list[CheckpointInfo]:
         j = self.job(name)
         if self.mode == "live":
-            return list_checkpoints(self.workdir(name)) if self.workdir(name).exists() else []
+            workdir = self.workdir(name)
+            if not workdir.exists():
+                return []
+            return list_sharded(workdir) if j.cfg.kind == "torch" else list_checkpoints(workdir)
         self._commit_model_checkpoints(j)
         out = []
         for step in sorted(j.model_ckpts):
@@ -255,7 +261,9 @@ class LabTrainingCluster:
         j.hosts = list(req.hosts)
         resumed = req.checkpoint_step or 0
         cfg = j.cfg
-        if self.mode == "live":
+        if self.mode == "live" and cfg.kind == "torch":
+            j.run = TorchRun(self._torch_args(cfg, req), resumed)
+        elif self.mode == "live":
             args = TrainerArgs(
                 job=cfg.name,
                 workdir=self.workdir(cfg.name),
@@ -284,6 +292,24 @@ class LabTrainingCluster:
             )
         j.runs += 1
         return {"job": req.job, "hosts": j.hosts, "resumed_from": resumed, "run": j.runs}
+
+    def _torch_args(self, cfg: TrainingJobConfig, req: StartJobRequest) -> WorkerArgs:
+        return WorkerArgs(
+            job=cfg.name,
+            workdir=self.workdir(cfg.name),
+            hosts=tuple(req.hosts),
+            total_steps=cfg.total_steps,
+            checkpoint_every=cfg.checkpoint_every,
+            seed=cfg.seed,
+            resume="none" if req.checkpoint_step is None else req.checkpoint_step,
+            keep=cfg.keep,
+            heartbeat_s=cfg.heartbeat_s,
+            batch=32,
+            lr=1e-3,
+            save="async",
+            step_ms=cfg.step_ms,
+            timeout_s=30.0,
+        )
 
     def stop(self, name: str) -> dict[str, Any]:
         j = self.job(name)
@@ -407,6 +433,20 @@ class LabTrainingCluster:
         run.pause()
         return self._record("hang", job, [job], at)
 
+    def rank_kill(self, job: str, rank: int) -> FaultRecord:
+        """SIGKILL one rank of a PyTorch job (its torchrun agent sees it die)."""
+        run = self._running(job)
+        if not isinstance(run, TorchRun):
+            raise conflict(f"job {job} is not a PyTorch job: it has no ranks", "job")
+        if not 0 <= rank < len(run.job.agents):
+            raise invalid("rank", f"job {job} has ranks 0..{len(run.job.agents) - 1}")
+        at = self.clock()
+        try:
+            run.kill_rank(rank)
+        except ProcessLookupError as exc:
+            raise conflict(f"job {job}: {exc}", "rank") from None
+        return self._record("rank-kill", f"{job}/{rank}", [job], at)
+
     def straggler(self, job: str, factor: float) -> FaultRecord:
         if factor <= 0:
             raise invalid("factor", "must be positive")
@@ -428,7 +468,8 @@ class LabTrainingCluster:
             hit.append(job)
         if self.mode == "live":
             try:
-                step = corrupt_newest(self.workdir(job)).step
+                corrupt = corrupt_newest_sharded if j.cfg.kind == "torch" else corrupt_newest
+                step = corrupt(self.workdir(job)).step
             except Exception as exc:
                 raise conflict(f"job {job}: {exc}", "job") from None
         else:

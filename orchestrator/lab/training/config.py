@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -25,6 +26,9 @@ class TrainingJobConfig(StrictModel):
     seed: int = Field(default=0, ge=0)
     #: checkpoints kept on disk
     keep: int = Field(default=4, ge=1)
+    #: what a live run is: the numpy trainer, or the PyTorch job (DDP under one torchrun
+    #: agent per host, DCP checkpoints; see docs/torch-training.md)
+    kind: Literal["numpy", "torch"] = "numpy"
 
 
 class TrainingLabConfig(StrictModel):

@@ -37,6 +37,8 @@ class FaultRequest(StrictModel):
     building: str | None = None
     job: str | None = None
     gpu: int = Field(default=0, ge=0)
+    #: rank-kill: which rank of a PyTorch job
+    rank: int = Field(default=0, ge=0)
     factor: float = Field(default=4.0, gt=0)
     #: corrupt-checkpoint: kill the job too (default)
     crash: bool = True
@@ -151,6 +153,7 @@ def mount_training(
             "power-loss": lambda: cluster.power_loss(_need(req.building, "building")),
             "power-restore": lambda: cluster.power_restore(_need(req.building, "building")),
             "hang": lambda: cluster.hang(_need(req.job, "job")),
+            "rank-kill": lambda: cluster.rank_kill(_need(req.job, "job"), req.rank),
             "poison": lambda: cluster.poison(_need(req.job, "job")),
             "disk-full": lambda: cluster.disk_full(_need(req.job, "job")),
             "straggler": lambda: cluster.straggler(_need(req.job, "job"), req.factor),

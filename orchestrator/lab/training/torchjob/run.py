@@ -1,0 +1,77 @@
+"""The PyTorch job as a run of the lab's training cluster (``kind: torch`` in the lab config).
+
+It answers the cluster's questions from the files rank 0 writes (heartbeat,
+progress) and the agents' exit codes, exactly as :class:`..runs.LiveRun` does for
+the numpy trainer, so TrainingJobSupervisorWorkflow supervises it unchanged.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from orchestrator.lab.training.runs import Run
+from orchestrator.lab.training.torchjob.args import WorkerArgs
+from orchestrator.lab.training.torchjob.launch import TorchJob
+
+__all__ = ["TorchRun"]
+
+
+class TorchRun(Run):
+    def __init__(self, args: WorkerArgs, resumed_from: int) -> None:
+        self.job = TorchJob.start(args)
+        self.resumed_from = resumed_from
+        self.started_at = time.time()
+
+    def step(self) -> int:
+        beat = self.job.heartbeat()
+        return self.resumed_from if beat is None else beat.step
+
+    def last_heartbeat(self) -> float | None:
+        beat = self.job.heartbeat()
+        return None if beat is None else beat.time
+
+    def exited(self) -> bool:
+        codes = self.job.returncodes()
+        if all(code is not None for code in codes):
+            return True
+        if any(code not in (None, 0) for code in codes):
+            # One host's agent failed: the job is down (its peers follow within the
+            # collective timeout). Take the rest down now, so a restart never races them.
+            self.job.kill()
+            return True
+        return False
+
+    def finished(self) -> bool:
+        return self.job.returncodes() == [0] * len(self.job.agents)
+
+    def checkpoint_step(self) -> int | None:
+        beat = self.job.heartbeat()
+        return None if beat is None else beat.checkpoint_step
+
+    def params_digest(self) -> str | None:
+        progress = self.job.progress()
+        return None if progress is None else progress.params_digest
+
+    def stop(self) -> None:
+        self.stopped_by_api = True
+        self.job.kill()
+        self.ended_at = self.ended_at or time.time()
+
+    def kill(self) -> None:
+        self.job.kill()
+        self.ended_at = self.ended_at or time.time()
+
+    def kill_rank(self, rank: int) -> int:
+        """The "one rank SIGKILLed" fault: the worker dies, its agent stays."""
+        return self.job.kill_rank(rank, signal.SIGKILL)
+
+    def pause(self) -> None:
+        # A hung rank: SIGSTOP the last one; every other rank blocks in all-reduce,
+        # no process exits, and only the missing heartbeats tell.
+        self.job.kill_rank(len(self.job.agents) - 1, signal.SIGSTOP)
+
+    @property
+    def workdir(self) -> Path:
+        return self.job.args.workdir
