@@ -27,6 +27,12 @@ with workflow.unsafe.imports_passed_through():
         WatchInput,
         WatchResult,
     )
+    from orchestrator.contracts.failure_totals import (
+        downtime_s,
+        fold_failures,
+        outages_of,
+        totals_of,
+    )
     from orchestrator.contracts.training_supervisor import (
         FailureKind,
         FailureRecord,
@@ -36,12 +42,15 @@ with workflow.unsafe.imports_passed_through():
         SupervisorStatus,
         WatchMode,
     )
-    from orchestrator.policy.ettr_observed import Outage, observed_ettr
+    from orchestrator.policy.crashloop import trim_attempts
+    from orchestrator.policy.ettr_observed import observed_ettr
+    from orchestrator.policy.quarantine import prune_quarantine
     from orchestrator.policy.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
         crash_loop_decision,
     )
+    from orchestrator.policy.recovery_models import QuarantinePolicy
     from orchestrator.temporal import OUTCOME
     from workflows import observe
     from workflows.training_recovery import (
@@ -51,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 __all__ = [
+    "BOUNDED_CARRY_PATCH",
     "FATAL_HALT_PATCH",
     "OUTAGE_ETTR_PATCH",
     "TrainingJobSupervisorWorkflow",
@@ -64,6 +74,8 @@ OUTAGE_ETTR_PATCH = "training-ettr-outages"
 FATAL_HALT_PATCH = "training-fatal-halt"
 #: a supervisor sets the Outcome search attribute when it ends (finished or halted)
 OUTCOME_PATCH = "training-outcome-attribute"
+#: continue-as-new carries the newest failure records and totals over the rest
+BOUNDED_CARRY_PATCH = "training-bounded-carry"
 
 
 def ettr_so_far(
@@ -83,12 +95,38 @@ def ettr_so_far(
     return max(wall - lost, 0.0) / wall
 
 
-def _outages(failures: list[FailureRecord]) -> list[Outage]:
-    return [
-        Outage(onset_at=f.onset_at, recovered_at=f.recovered_at, lost_steps=f.lost_steps)
-        for f in failures
-        if f.kind is not FailureKind.LAUNCH
-    ]
+def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
+    """The input continue-as-new carries: the newest records in full, totals over the rest,
+    and the crash-loop attempts that still decide anything (bounded however long it runs)."""
+    started = inp.started_at or now
+    totals, kept = fold_failures(
+        inp.totals, inp.failures, keep=inp.keep_failures, started=started, now=now
+    )
+    attempts = trim_attempts(inp.attempts, keep=inp.crash_loop_limit + 2)
+    # the recovery child quarantines under the default policy
+    quarantine = prune_quarantine(inp.quarantine, now, QuarantinePolicy())
+    return inp.model_copy(
+        update={
+            "failures": [f.compacted() for f in kept],
+            "totals": totals,
+            "attempts": attempts,
+            "quarantine": quarantine,
+        }
+    )
+
+
+def observed_ettr_carried(inp: SupervisorInput, now: datetime, step_s: float) -> float | None:
+    """Observed ETTR over every failure: the folded outages plus the kept records'."""
+    started = inp.started_at or now
+    if inp.totals is None:
+        return observed_ettr(outages_of(inp.failures), started=started, now=now, step_s=step_s)
+    wall = (now - started).total_seconds()
+    if wall <= 0:
+        return None
+    totals = totals_of(inp.totals, inp.failures)
+    lost = downtime_s(inp.totals, inp.failures, started=started, now=now)
+    lost += totals.lost_steps * step_s
+    return max(wall - lost, 0.0) / wall
 
 
 @workflow.defn
@@ -108,12 +146,7 @@ class TrainingJobSupervisorWorkflow:
         failures = [] if inp is None else [f for f in inp.failures if f.kind != "launch"]
         ettr = None
         if inp is not None and inp.started_at is not None and self._outage_ettr:
-            ettr = observed_ettr(
-                _outages(inp.failures),
-                started=inp.started_at,
-                now=workflow.now(),
-                step_s=self._step_s,
-            )
+            ettr = observed_ettr_carried(inp, workflow.now(), self._step_s)
         elif inp is not None and inp.started_at is not None:
             ettr = ettr_so_far(inp.failures, inp.started_at, workflow.now(), self._step_s)
         return SupervisorStatus(
@@ -127,6 +160,8 @@ class TrainingJobSupervisorWorkflow:
             mttd_s=[f.mttd_s for f in failures],
             mttr_s=[f.mttr_s for f in failures],
             lost_steps=[f.lost_steps for f in failures],
+            totals=totals_of(None, []) if inp is None else totals_of(inp.totals, inp.failures),
+            dropped=0 if inp is None or inp.totals is None else inp.totals.records,
         )
 
     @workflow.run
@@ -140,6 +175,8 @@ class TrainingJobSupervisorWorkflow:
             if recoveries_this_run >= inp.failures_per_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
+                if workflow.patched(BOUNDED_CARRY_PATCH):
+                    inp = carry(inp, workflow.now())
                 workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
             watch = await self._watch(inp)
@@ -151,7 +188,7 @@ class TrainingJobSupervisorWorkflow:
                 self._outcome("finished")
                 return self.status()
             decision = crash_loop_decision(inp.attempts, limit=inp.crash_loop_limit)
-            number = len(inp.failures) + 1
+            number = len(inp.failures) + 1 + (inp.totals.records if inp.totals else 0)
             failure = FailureRecord(
                 number=number,
                 kind=watch.kind,
