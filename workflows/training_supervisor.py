@@ -27,12 +27,7 @@ with workflow.unsafe.imports_passed_through():
         WatchInput,
         WatchResult,
     )
-    from orchestrator.contracts.failure_totals import (
-        downtime_s,
-        fold_failures,
-        outages_of,
-        totals_of,
-    )
+    from orchestrator.contracts.failure_totals import totals_of
     from orchestrator.contracts.training_supervisor import (
         FailureKind,
         FailureRecord,
@@ -42,17 +37,14 @@ with workflow.unsafe.imports_passed_through():
         SupervisorStatus,
         WatchMode,
     )
-    from orchestrator.policy.crashloop import trim_attempts
-    from orchestrator.policy.ettr_observed import observed_ettr
-    from orchestrator.policy.quarantine import prune_quarantine
     from orchestrator.policy.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
         crash_loop_decision,
     )
-    from orchestrator.policy.recovery_models import QuarantinePolicy
     from orchestrator.temporal import OUTCOME
     from workflows import observe
+    from workflows.training_carry import carry, observed_ettr_carried
     from workflows.training_recovery import (
         MUTATION_RETRY,
         TrainingRecoveryWorkflow,
@@ -95,40 +87,6 @@ def ettr_so_far(
     return max(wall - lost, 0.0) / wall
 
 
-def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
-    """The input continue-as-new carries: the newest records in full, totals over the rest,
-    and the crash-loop attempts that still decide anything (bounded however long it runs)."""
-    started = inp.started_at or now
-    totals, kept = fold_failures(
-        inp.totals, inp.failures, keep=inp.keep_failures, started=started, now=now
-    )
-    attempts = trim_attempts(inp.attempts, keep=inp.crash_loop_limit + 2)
-    # the recovery child quarantines under the default policy
-    quarantine = prune_quarantine(inp.quarantine, now, QuarantinePolicy())
-    return inp.model_copy(
-        update={
-            "failures": [f.compacted() for f in kept],
-            "totals": totals,
-            "attempts": attempts,
-            "quarantine": quarantine,
-        }
-    )
-
-
-def observed_ettr_carried(inp: SupervisorInput, now: datetime, step_s: float) -> float | None:
-    """Observed ETTR over every failure: the folded outages plus the kept records'."""
-    started = inp.started_at or now
-    if inp.totals is None:
-        return observed_ettr(outages_of(inp.failures), started=started, now=now, step_s=step_s)
-    wall = (now - started).total_seconds()
-    if wall <= 0:
-        return None
-    totals = totals_of(inp.totals, inp.failures)
-    lost = downtime_s(inp.totals, inp.failures, started=started, now=now)
-    lost += totals.lost_steps * step_s
-    return max(wall - lost, 0.0) / wall
-
-
 @workflow.defn
 class TrainingJobSupervisorWorkflow:
     def __init__(self) -> None:
@@ -139,6 +97,7 @@ class TrainingJobSupervisorWorkflow:
         self._step_s = 0.0
         self._alert: str | None = None
         self._outage_ettr = False
+        self._bounded = False
 
     @workflow.query
     def status(self) -> SupervisorStatus:
@@ -167,6 +126,7 @@ class TrainingJobSupervisorWorkflow:
     @workflow.run
     async def run(self, inp: SupervisorInput) -> SupervisorStatus:
         self._outage_ettr = workflow.patched(OUTAGE_ETTR_PATCH)
+        self._bounded = workflow.patched(BOUNDED_CARRY_PATCH)
         if inp.started_at is None:
             inp = inp.model_copy(update={"started_at": workflow.now()})
         self._inp = inp
@@ -175,7 +135,7 @@ class TrainingJobSupervisorWorkflow:
             if recoveries_this_run >= inp.failures_per_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
-                if workflow.patched(BOUNDED_CARRY_PATCH):
+                if self._bounded:
                     inp = carry(inp, workflow.now())
                 workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
@@ -234,6 +194,9 @@ class TrainingJobSupervisorWorkflow:
                 cause = exc.cause if exc.cause is not None else exc
                 return await self._halt(inp, f"recovery {number} failed: {cause}")
             recoveries_this_run += 1
+            if self._bounded and inp.failures:
+                # only the newest record keeps its full host lists (a status stays small)
+                inp.failures[-1] = inp.failures[-1].compacted()
             inp.failures.append(result.failure)
             inp.quarantine.extend(result.new_quarantine)
             if result.failure.kind is not FailureKind.LAUNCH:
