@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         WatchInput,
         WatchResult,
     )
+    from orchestrator.contracts.failure_totals import totals_of
     from orchestrator.contracts.training_supervisor import (
         FailureKind,
         FailureRecord,
@@ -36,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         SupervisorStatus,
         WatchMode,
     )
-    from orchestrator.policy.ettr_observed import Outage, observed_ettr
     from orchestrator.policy.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.temporal import OUTCOME
     from workflows import observe
+    from workflows.training_carry import carry, observed_ettr_carried
     from workflows.training_recovery import (
         MUTATION_RETRY,
         TrainingRecoveryWorkflow,
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 __all__ = [
+    "BOUNDED_CARRY_PATCH",
     "FATAL_HALT_PATCH",
     "OUTAGE_ETTR_PATCH",
     "TrainingJobSupervisorWorkflow",
@@ -64,6 +66,8 @@ OUTAGE_ETTR_PATCH = "training-ettr-outages"
 FATAL_HALT_PATCH = "training-fatal-halt"
 #: a supervisor sets the Outcome search attribute when it ends (finished or halted)
 OUTCOME_PATCH = "training-outcome-attribute"
+#: continue-as-new carries the newest failure records and totals over the rest
+BOUNDED_CARRY_PATCH = "training-bounded-carry"
 
 
 def ettr_so_far(
@@ -83,14 +87,6 @@ def ettr_so_far(
     return max(wall - lost, 0.0) / wall
 
 
-def _outages(failures: list[FailureRecord]) -> list[Outage]:
-    return [
-        Outage(onset_at=f.onset_at, recovered_at=f.recovered_at, lost_steps=f.lost_steps)
-        for f in failures
-        if f.kind is not FailureKind.LAUNCH
-    ]
-
-
 @workflow.defn
 class TrainingJobSupervisorWorkflow:
     def __init__(self) -> None:
@@ -101,6 +97,7 @@ class TrainingJobSupervisorWorkflow:
         self._step_s = 0.0
         self._alert: str | None = None
         self._outage_ettr = False
+        self._bounded = False
 
     @workflow.query
     def status(self) -> SupervisorStatus:
@@ -108,12 +105,7 @@ class TrainingJobSupervisorWorkflow:
         failures = [] if inp is None else [f for f in inp.failures if f.kind != "launch"]
         ettr = None
         if inp is not None and inp.started_at is not None and self._outage_ettr:
-            ettr = observed_ettr(
-                _outages(inp.failures),
-                started=inp.started_at,
-                now=workflow.now(),
-                step_s=self._step_s,
-            )
+            ettr = observed_ettr_carried(inp, workflow.now(), self._step_s)
         elif inp is not None and inp.started_at is not None:
             ettr = ettr_so_far(inp.failures, inp.started_at, workflow.now(), self._step_s)
         return SupervisorStatus(
@@ -127,11 +119,14 @@ class TrainingJobSupervisorWorkflow:
             mttd_s=[f.mttd_s for f in failures],
             mttr_s=[f.mttr_s for f in failures],
             lost_steps=[f.lost_steps for f in failures],
+            totals=totals_of(None, []) if inp is None else totals_of(inp.totals, inp.failures),
+            dropped=0 if inp is None or inp.totals is None else inp.totals.records,
         )
 
     @workflow.run
     async def run(self, inp: SupervisorInput) -> SupervisorStatus:
         self._outage_ettr = workflow.patched(OUTAGE_ETTR_PATCH)
+        self._bounded = workflow.patched(BOUNDED_CARRY_PATCH)
         if inp.started_at is None:
             inp = inp.model_copy(update={"started_at": workflow.now()})
         self._inp = inp
@@ -140,6 +135,8 @@ class TrainingJobSupervisorWorkflow:
             if recoveries_this_run >= inp.failures_per_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
+                if self._bounded:
+                    inp = carry(inp, workflow.now())
                 workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
             watch = await self._watch(inp)
@@ -151,7 +148,7 @@ class TrainingJobSupervisorWorkflow:
                 self._outcome("finished")
                 return self.status()
             decision = crash_loop_decision(inp.attempts, limit=inp.crash_loop_limit)
-            number = len(inp.failures) + 1
+            number = len(inp.failures) + 1 + (inp.totals.records if inp.totals else 0)
             failure = FailureRecord(
                 number=number,
                 kind=watch.kind,
@@ -197,6 +194,9 @@ class TrainingJobSupervisorWorkflow:
                 cause = exc.cause if exc.cause is not None else exc
                 return await self._halt(inp, f"recovery {number} failed: {cause}")
             recoveries_this_run += 1
+            if self._bounded and inp.failures:
+                # only the newest record keeps its full host lists (a status stays small)
+                inp.failures[-1] = inp.failures[-1].compacted()
             inp.failures.append(result.failure)
             inp.quarantine.extend(result.new_quarantine)
             if result.failure.kind is not FailureKind.LAUNCH:

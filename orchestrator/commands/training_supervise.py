@@ -12,6 +12,7 @@ from orchestrator.commands.output import JSON_OPTION, console, print_json
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.training_supervisor import (
+    FailureRecord,
     SupervisorInput,
     SupervisorStatus,
     supervisor_id,
@@ -62,8 +63,10 @@ def status(
     total = f"/{result.total_steps}" if result.total_steps else ""
     console.print(
         f"{job}: {result.state.value}, step {result.step}{total}, "
-        f"ETTR {_fmt(result.ettr, '.3f')}, {len(result.failures)} failures"
+        f"ETTR {_fmt(result.ettr, '.3f')}, {result.totals.failures} failures"
     )
+    if result.dropped:
+        console.print(f"{result.dropped} older records folded into the totals; newest listed")
     if result.alert:
         console.print(f"[bold red]alert:[/] {result.alert}")
     table = Table("#", "kind", "MTTD s", "MTTR s", "lost steps", "resumed from", "hosts after")
@@ -75,9 +78,16 @@ def status(
             _fmt(f.mttr_s),
             _fmt(f.lost_steps, "d"),
             _fmt(f.resumed_from_step, "d"),
-            ",".join(f.hosts_after),
+            _hosts(f),
         )
     console.print(table)
+
+
+def _hosts(f: FailureRecord) -> str:
+    """The hosts after, or for a record carried across continue-as-new, the change."""
+    if not f.hosts_compacted:
+        return ",".join(f.hosts_after)
+    return " ".join([*(f"+{h}" for h in f.hosts_in), *(f"-{h}" for h in f.hosts_out)])
 
 
 def register(app: typer.Typer) -> None:

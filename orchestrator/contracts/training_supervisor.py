@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, model_validator
 
+from orchestrator.contracts.failure_totals import FailureTotals, totals_of
 from orchestrator.contracts.host_list import HostList
 from orchestrator.models import StrictModel
 from orchestrator.policy.recovery_models import (
@@ -88,9 +89,30 @@ class FailureRecord(StrictModel):
     hosts_before: HostList = Field(default_factory=list)
     hosts_after: HostList = Field(default_factory=list)
     quarantined: HostList = Field(default_factory=list)
+    #: set once carried across continue-as-new: the full lists above are emptied and only
+    #: the change is kept (hosts that left the job, hosts that joined). A fragmented
+    #: 2,048-host list is kilobytes; every record carrying two would not stay bounded.
+    hosts_compacted: bool = False
+    hosts_out: HostList = Field(default_factory=list)
+    hosts_in: HostList = Field(default_factory=list)
     rejected_checkpoints: list[CheckpointRejection] = Field(default_factory=list)
     confirmed: bool = False
     detail: str = ""
+
+    def compacted(self) -> FailureRecord:
+        """This record with its host lists replaced by their difference (order kept)."""
+        if self.hosts_compacted:
+            return self
+        before, after = set(self.hosts_before), set(self.hosts_after)
+        return self.model_copy(
+            update={
+                "hosts_compacted": True,
+                "hosts_out": [h for h in self.hosts_before if h not in after],
+                "hosts_in": [h for h in self.hosts_after if h not in before],
+                "hosts_before": [],
+                "hosts_after": [],
+            }
+        )
 
     @property
     def mttd_s(self) -> float:
@@ -123,10 +145,16 @@ class SupervisorInput(StrictModel):
     crash_loop_limit: int = Field(default=3, ge=1)
     #: continue-as-new after this many failures (history stays short)
     failures_per_run: int = Field(default=25, ge=1)
+    #: failure records carried in full across continue-as-new; older ones are folded
+    #: into ``totals`` so the input stays bounded (issue 24)
+    keep_failures: int = Field(default=30, ge=1)
     # --- carried across continue-as-new ---
     started_at: AwareDatetime | None = None
-    #: every recovery so far, launches included (their numbers derive the idempotency keys)
+    #: the newest recoveries, launches included (numbers continue from ``totals.records``)
     failures: list[FailureRecord] = Field(default_factory=list)
+    #: running totals over the records no longer in ``failures``; None in payloads from
+    #: before there were totals, whose ``failures`` is then complete
+    totals: FailureTotals | None = None
     attempts: list[RecoveryAttempt] = Field(default_factory=list)
     quarantine: list[QuarantineRecord] = Field(default_factory=list)
     #: checkpoint step -> resumes from it that made no progress
@@ -167,3 +195,14 @@ class SupervisorStatus(StrictModel):
     mttd_s: list[float] = Field(default_factory=list)
     mttr_s: list[float | None] = Field(default_factory=list)
     lost_steps: list[int | None] = Field(default_factory=list)
+    #: over every failure ever (launches left out), not only those listed
+    totals: FailureTotals = Field(default_factory=FailureTotals)
+    #: older failure records folded into ``totals`` and no longer listed (launches included)
+    dropped: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _derive_totals(self) -> SupervisorStatus:
+        # A status from before there were totals listed every failure: derive them.
+        if "totals" not in self.model_fields_set:
+            self.totals = totals_of(None, self.failures)
+        return self

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.policy.recovery_models import CrashLoopAction, CrashLoopDecision, RecoveryAttempt
 
-__all__ = ["DEFAULT_CRASH_LOOP_LIMIT", "crash_loop_decision", "made_progress"]
+__all__ = ["DEFAULT_CRASH_LOOP_LIMIT", "crash_loop_decision", "made_progress", "trim_attempts"]
 
 DEFAULT_CRASH_LOOP_LIMIT = 3
 
@@ -72,3 +72,32 @@ def crash_loop_decision(
         without_progress=streak,
         reason=f"{streak} of {limit} recoveries without progress",
     )
+
+
+def trim_attempts(attempts: Sequence[RecoveryAttempt], keep: int) -> list[RecoveryAttempt]:
+    """At most about ``keep`` attempts that decide exactly as ``attempts`` do, now and later.
+
+    The decision depends on the high-water step and the trailing streak without progress,
+    so the cut goes just after a decided attempt that progressed (the streak restarts
+    there), and one synthetic attempt in front carries the dropped high-water step.
+    """
+    if len(attempts) <= keep:
+        return list(attempts)
+    high_water, cut = 0, None
+    for i, a in enumerate(attempts):
+        high_water = max(high_water, a.failed_at_step)
+        if i >= len(attempts) - keep and made_progress(a, high_water) is True:
+            cut = i
+            break
+        if a.reached_step is not None:
+            high_water = max(high_water, a.reached_step)
+    if cut is None or high_water == 0:
+        return list(attempts)
+    # A fresh attempt that checkpointed progress: resets the streak, sets the high water.
+    marker = RecoveryAttempt(
+        failed_at_step=high_water,
+        resumed_from_step=0,
+        reached_step=high_water,
+        checkpointed_step=high_water,
+    )
+    return [marker, *attempts[cut:]]

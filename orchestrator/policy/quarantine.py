@@ -23,6 +23,7 @@ __all__ = [
     "cooldown_for",
     "due_for_release",
     "offences_within_horizon",
+    "prune_quarantine",
     "quarantine_host",
     "quarantined_hosts",
     "release",
@@ -120,3 +121,27 @@ def release(record: QuarantineRecord, now: AwareDatetime) -> QuarantineRecord:
     if now < record.started_at:
         raise InvalidInstance(f"host {record.host}: release at {now.isoformat()} precedes start")
     return record.model_copy(update={"released_at": now})
+
+
+def prune_quarantine(
+    records: Iterable[QuarantineRecord],
+    now: AwareDatetime,
+    policy: QuarantinePolicy,
+    *,
+    for_release: bool = True,
+) -> list[QuarantineRecord]:
+    """The records that can still change a decision at ``now`` or later, order kept.
+
+    Kept: the active ones, those started within the horizon (they count as offences), and
+    each host's last-to-end one (:func:`due_for_release` reads it; ``for_release=False``
+    when nothing calls it on these records). The rest can never
+    matter again, since time only moves forward; dropping them keeps a months-long job's
+    carried state bounded.
+    """
+    records = list(records)
+    since = now - timedelta(seconds=policy.horizon_s)
+    by_host: dict[str, list[QuarantineRecord]] = {}
+    for r in records:
+        by_host.setdefault(r.host, []).append(r)
+    last = {id(max(rs, key=lambda r: r.until)) for rs in by_host.values()} if for_release else set()
+    return [r for r in records if r.active(now) or r.started_at >= since or id(r) in last]

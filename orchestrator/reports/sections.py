@@ -225,17 +225,18 @@ def _escape_lines(lines: list[str]) -> list[str]:
 def training(report: TrainingReport) -> tuple[Summary, list[str]]:
     status = report.status
     failures = status.failures
-    mttr = [f.mttr_s for f in failures if f.mttr_s is not None]
+    # Totals cover every failure; only the newest records are listed (older ones folded).
+    totals = status.totals
     total = f" of {status.total_steps}" if status.total_steps else ""
     summary: Summary = [
         ("Job", status.job),
         ("State", status.state),
         ("Step (last known)", f"{status.step}{total}"),
         ("ETTR", percent(status.ettr)),
-        ("Failures", len(failures)),
-        ("Mean MTTD", seconds(_mean([f.mttd_s for f in failures]))),
-        ("Mean MTTR", seconds(_mean(mttr))),
-        ("Steps lost", sum(f.lost_steps or 0 for f in failures)),
+        ("Failures", totals.failures),
+        ("Mean MTTD", seconds(totals.mttd_mean_s)),
+        ("Mean MTTR", seconds(totals.mttr_mean_s)),
+        ("Steps lost", totals.lost_steps),
         ("Alert", status.alert or "none"),
     ]
     origin = report.started_at or report.header.start
@@ -253,9 +254,10 @@ def training(report: TrainingReport) -> tuple[Summary, list[str]]:
         _h2("Progress"),
         training_steps_chart(report),
         _h2("Failures"),
+        *(
+            [f"<p>{status.dropped} older records folded into the totals</p>"]
+            if status.dropped
+            else []
+        ),
         rows if failures else "<p>no failures</p>",
     ]
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

@@ -28,3 +28,18 @@ class TestSupervisorThroughAFailureTrace:
         assert run["workflow_quarantined_hosts"] == run["trace_gpu_failures"]
         assert abs(run["rel_diff"]) <= 0.01, run
         assert run["failures_stamped_in_order"] == run["workflow_failures"]
+
+    async def test_totals_stay_exact_when_old_records_are_folded(
+        self, time_env: WorkflowEnvironment
+    ) -> None:
+        """The same trace with continue-as-new every 4 recoveries and only 3 records carried
+        in full: most records are folded into the totals, and every total still matches the
+        trace (issue 24: a 2,048-host job's carried input stays bounded)."""
+        run = await drive(time_env, days=2.0, seed=2024, failures_per_run=4, keep_failures=3)
+
+        assert run["workflow_state"] == "finished", run["workflow_alert"]
+        assert run["workflow_records_dropped"] >= run["trace_failures"] - 3 - 4
+        assert run["workflow_failures_listed"] <= 3 + 4
+        assert run["workflow_failures"] == run["trace_failures"] == run["sim_failures"] == 18
+        assert run["workflow_quarantined_hosts"] == run["trace_gpu_failures"]
+        assert abs(run["rel_diff"]) <= 0.01, run

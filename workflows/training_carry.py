@@ -1,0 +1,59 @@
+"""What the training supervisor carries across continue-as-new, bounded (issue 24).
+
+Pure and deterministic: the supervisor workflow calls :func:`carry` right before each
+continue-as-new (behind its ``training-bounded-carry`` patch), and reads ETTR over every
+failure with :func:`observed_ettr_carried`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.contracts.failure_totals import (
+    downtime_s,
+    fold_failures,
+    outages_of,
+    totals_of,
+)
+from orchestrator.contracts.training_supervisor import SupervisorInput
+from orchestrator.policy.crashloop import trim_attempts
+from orchestrator.policy.ettr_observed import observed_ettr
+from orchestrator.policy.quarantine import prune_quarantine
+from orchestrator.policy.recovery_models import QuarantinePolicy
+
+__all__ = ["carry", "observed_ettr_carried"]
+
+
+def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
+    """The input continue-as-new carries: the newest records in full, totals over the rest,
+    and the crash-loop attempts that still decide anything (bounded however long it runs)."""
+    started = inp.started_at or now
+    totals, kept = fold_failures(
+        inp.totals, inp.failures, keep=inp.keep_failures, started=started, now=now
+    )
+    attempts = trim_attempts(inp.attempts, keep=inp.crash_loop_limit + 2)
+    # The recovery child quarantines under the default policy and reads only offences and
+    # active records; the fleet lets a host back in at ``until`` (no release from here).
+    quarantine = prune_quarantine(inp.quarantine, now, QuarantinePolicy(), for_release=False)
+    return inp.model_copy(
+        update={
+            "failures": [f.compacted() for f in kept],
+            "totals": totals,
+            "attempts": attempts,
+            "quarantine": quarantine,
+        }
+    )
+
+
+def observed_ettr_carried(inp: SupervisorInput, now: datetime, step_s: float) -> float | None:
+    """Observed ETTR over every failure: the folded outages plus the kept records'."""
+    started = inp.started_at or now
+    if inp.totals is None:
+        return observed_ettr(outages_of(inp.failures), started=started, now=now, step_s=step_s)
+    wall = (now - started).total_seconds()
+    if wall <= 0:
+        return None
+    totals = totals_of(inp.totals, inp.failures)
+    lost = downtime_s(inp.totals, inp.failures, started=started, now=now)
+    lost += totals.lost_steps * step_s
+    return max(wall - lost, 0.0) / wall
