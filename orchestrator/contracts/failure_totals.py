@@ -132,10 +132,15 @@ def fold_failures(
     # ends at the next onset, which may be a kept one); the old tail joins them.
     gone = [*base.tail, *outages_of(dropped)]
     spans = _spans([*gone, *kept_outages])[: len(gone)]
-    cut = min((o.onset_at for o in kept_outages), default=now)
-    if base.down_until is not None:
-        cut = max(cut, base.down_until)
     since = base.down_until or started
+    if kept_outages:
+        cut = min(o.onset_at for o in kept_outages)
+    else:
+        # Nothing kept to merge with: cut where the known outages end, not at ``now``. A
+        # record still to come may date its onset back before now (a hang's last beat),
+        # and the stretch between would be lost to both sides of the cut.
+        cut = min(max((e for _, e in spans if e is not None), default=since), now)
+    cut = max(cut, since)
     head = [Outage(onset_at=b, recovered_at=min(e or cut, cut)) for b, e in spans if b < cut]
     totals.down_s = base.down_s + outage_seconds(head, started=since, now=cut)
     totals.down_until = cut

@@ -138,7 +138,7 @@ class TestTorchJobSurvivesFourFaults:
             FailureKind.CRASH,
         ]
         onset = datetime.fromtimestamp(faults[1]["at"], UTC)
-        assert (final.failures[1].detected_at - onset).total_seconds() <= 2 * 2.5
+        assert (final.failures[1].detected_at - onset).total_seconds() <= 2 * OPTIONS.hang_after_s
         corrupted = faults[3]["step"]
         assert any(
             r.step == corrupted and r.reason is RejectReason.CORRUPT
