@@ -50,6 +50,7 @@ __all__ = [
     "WriteHook",
     "checkpoint_id",
     "corrupt_newest",
+    "flip_middle",
     "list_checkpoints",
     "load_checkpoint",
     "prune_checkpoints",
@@ -375,8 +376,13 @@ def corrupt_newest(directory: Path) -> CheckpointInfo:
     step = candidates[-1].step
     path = _data_path(directory, step)
     size = path.stat().st_size
-    # Flip a run in the middle: inside the array payload, past the zip headers, so
-    # the file may still parse and only the checksum can tell.
+    flip_middle(path, size)
+    return _record(directory, step).info
+
+
+def flip_middle(path: Path, size: int) -> None:
+    """Invert up to 16 bytes in the middle of a file: inside its payload, past any headers,
+    so the file may still parse and only the checksum can tell."""
     offset, length = size // 2, min(16, size - size // 2)
     fd = os.open(path, os.O_RDWR)
     try:
@@ -385,4 +391,3 @@ def corrupt_newest(directory: Path) -> CheckpointInfo:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return _record(directory, step).info

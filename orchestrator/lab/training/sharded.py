@@ -41,6 +41,7 @@ from orchestrator.lab.training.checkpoints import (
     CheckpointStatus,
     Manifest,
     checkpoint_id,
+    flip_middle,
     sha256_hex,
 )
 from orchestrator.models import StrictModel
@@ -292,12 +293,5 @@ def corrupt_newest_sharded(directory: Path, *, truncate: bool = False) -> Checkp
     if truncate:
         os.truncate(path, size // 2)
     else:
-        offset, length = size // 2, min(16, size - size // 2)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            original = os.pread(fd, length, offset)
-            os.pwrite(fd, bytes(b ^ 0xFF for b in original), offset)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        flip_middle(path, size)
     return _record(directory, step).info
