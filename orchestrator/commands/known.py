@@ -14,8 +14,8 @@ from typing import Any
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import RunbookRunInput
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.models import Topology
+from orchestrator.promhealth.configured import fleet_from_settings
 
 __all__ = ["UnknownName", "check_known", "names_in_runbook", "unknown_names"]
 
