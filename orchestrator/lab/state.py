@@ -63,6 +63,8 @@ class FleetState:
         self.faults = LabFaults()
         #: buildings without power: their share of every pool in their region serves nothing
         self.unpowered: set[str] = set()
+        #: regions none of whose buildings has power (kept here: read on every request)
+        self._dark: set[str] = set()
         self._building_region = {b: r.name for r in config.regions for b in r.buildings}
         self._listeners: list[Listener] = []
         self._region_names = {r.name for r in config.regions}
@@ -93,7 +95,7 @@ class FleetState:
 
     def dark(self, region: str) -> bool:
         """True when none of the region's buildings has power: it serves nothing."""
-        return self.power_share(region) <= 1e-9
+        return region in self._dark
 
     def building_region(self, building: str) -> str:
         """The region of ``building``; a 404 naming the field when there is no such building."""
@@ -112,6 +114,7 @@ class FleetState:
             self.unpowered.discard(building)
         else:
             self.unpowered.add(building)
+        self._dark = {r.name for r in self.config.regions if self.power_share(r.name) <= 1e-9}
         for listener in self._listeners:
             listener("power", {"building": building, "region": region, "on": on})
         return region
