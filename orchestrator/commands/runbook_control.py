@@ -29,7 +29,7 @@ from temporalio.service import RPCError
 
 from orchestrator.clients.reads import result_or_query
 from orchestrator.clients.runbook_runs import runbook_result
-from orchestrator.commands.known import check_known, names_in_runbook
+from orchestrator.commands.known import buildings_in_runbook, check_known, names_in_runbook
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.runbook import PARAM_OPTION, parse_params
 from orchestrator.commands.temporal_call import with_client
@@ -110,7 +110,8 @@ async def start_and_follow(
 ) -> RunbookReport | None:
     """Start the run; with ``wait``, show live per-task progress and return the report."""
     regions, services = names_in_runbook(inp)
-    await check_known(settings, regions=regions, services=services)
+    buildings = buildings_in_runbook(inp)
+    await check_known(settings, regions=regions, services=services, buildings=buildings)
     try:
         handle = await client.start_workflow(
             RUNBOOK_WORKFLOW,

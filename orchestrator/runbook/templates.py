@@ -167,15 +167,24 @@ template = REGISTRY.template
 
 
 class TrafficShiftArgs(StrictModel):
-    """Scale a region's share of user traffic through the rebalancer's overrides."""
+    """Scale a region's (or one building's) share of user traffic through the rebalancer."""
 
-    region: str = Field(min_length=1)
-    #: the region's target weight as a multiple of its normal share: 0 drains, 1 restores
+    region: str | None = Field(default=None, min_length=1)
+    #: a building instead of a region: only its share of its region's traffic moves (the
+    #: region keeps ``1 - share * (1 - ratio)`` of its normal share)
+    building: str | None = Field(default=None, min_length=1)
+    #: the target weight as a multiple of the normal share: 0 drains, 1 restores
     ratio: Fraction
     #: limit the shift to one service's traffic; None shifts all user traffic
     service: str | None = None
     #: the weight the restore returns to
     restore_ratio: Fraction = 1.0
+
+    @model_validator(mode="after")
+    def _region_or_building(self) -> TrafficShiftArgs:
+        if (self.region is None) == (self.building is None):
+            raise ValueError("region: give exactly one of region or building")
+        return self
 
 
 class ServiceWeightArgs(StrictModel):
@@ -296,7 +305,12 @@ class DelayArgs(StrictModel):
 def _traffic_restore(args: TrafficShiftArgs) -> InlineRestore:
     return InlineRestore(
         template="traffic_shift",
-        args={"region": args.region, "ratio": args.restore_ratio, "service": args.service},
+        args={
+            "region": args.region,
+            "building": args.building,
+            "ratio": args.restore_ratio,
+            "service": args.service,
+        },
     )
 
 
