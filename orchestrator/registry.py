@@ -95,6 +95,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         load_test.write_directly,
         training.watch,
         training.stop,
+        training.checkpoint_stop,
         training.quarantine,
         training.read,
         training.start,
