@@ -146,7 +146,7 @@ def plan_building_evacuation(
             JobEvacuation(
                 job=job.spec.name,
                 region=job.spec.region,
-                outcome=outcome,  # type: ignore[arg-type]
+                outcome=outcome,
                 leaving=leaving,
                 keeping=keeping,
                 taking=taking,
