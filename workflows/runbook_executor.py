@@ -39,11 +39,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runbook_children import ChildTemplates
     from workflows.runbook_state import StateTemplates
     from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, check, step_summary
+    from workflows.runbook_training import TrainingTemplates
 
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
-class TemplateExecutor(StateTemplates, ChildTemplates):
+class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
     """Applies one step of a task's template and records its undo."""
 
     def __init__(
@@ -246,5 +247,7 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 )
             case "runbook":
                 await self._undo_runbook(task_id, a)
+            case "hosts_release" | "hosts_quarantine":
+                await self._undo_hosts(key, undo)
             case _:
                 raise TaskFailed(f"no undo for {undo.template}")
