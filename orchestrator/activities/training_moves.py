@@ -20,12 +20,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.activities.errors import reported
 from orchestrator.activities.heartbeat import heartbeating
-from orchestrator.contracts.training import JobState, QuarantineRequest, TrainingCluster
+from orchestrator.clients.gpu_forecast import evacuation_plan, resolve_hosts
+from orchestrator.contracts.training import JobState, QuarantineRequest
 from orchestrator.contracts.training_moves import MOVE_JOB_UPDATE, MoveJobRequest, MoveJobResult
 from orchestrator.contracts.training_supervisor import supervisor_id
 from orchestrator.exceptions import GpuCapacityShort, HostsBusy, InvalidRequest, RunbookError
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.policy.evacuation import EvacuationJob, EvacuationPlan, plan_building_evacuation
+from orchestrator.policy.evacuation import EvacuationPlan
 
 __all__ = [
     "HostsInput",
@@ -33,7 +34,6 @@ __all__ = [
     "MovePlanInput",
     "MovePlanResult",
     "TrainingMoveActivities",
-    "resolve_hosts",
 ]
 
 #: how long a runbook's quarantine holds when nobody releases it (a restore does)
@@ -64,47 +64,6 @@ class HostsInput(BaseModel):
     hosts: list[str]
     reason: str = ""
     key: str = ""
-
-
-def resolve_hosts(cluster: TrainingCluster, building: str | None, hosts: list[str]) -> list[str]:
-    """The building's hosts and the named ones, sorted; unknown names are refused."""
-    known = {h.name for h in cluster.hosts}
-    unknown = sorted(set(hosts) - known)
-    if unknown:
-        raise InvalidRequest(f"hosts: unknown host(s) {', '.join(unknown)}")
-    found = {h.name for h in cluster.hosts if building is not None and h.building == building}
-    if building is not None and not found:
-        raise InvalidRequest(f"building: no training host in building {building!r}")
-    return sorted(found | set(hosts))
-
-
-def evacuation_plan(
-    cluster: TrainingCluster, building: str | None, hosts: list[str], jobs: list[str]
-) -> tuple[list[str], list[str], EvacuationPlan]:
-    """(hosts to empty, jobs to ask, the GPU plan) for a ``training_move``."""
-    avoid = resolve_hosts(cluster, building, hosts)
-    unknown = sorted(set(jobs) - {j.spec.name for j in cluster.jobs})
-    if unknown:
-        raise InvalidRequest(f"jobs: unknown training job(s) {', '.join(unknown)}")
-    there = set(avoid)
-    active = [
-        j
-        for j in cluster.jobs
-        if j.state is not JobState.FINISHED
-        and set(j.hosts) & there
-        and (not jobs or j.spec.name in jobs)
-    ]
-    plan = plan_building_evacuation(
-        cluster.hosts,
-        [EvacuationJob(spec=j.spec, hosts=j.hosts) for j in active],
-        [building] if building else [],
-        now=cluster.now,
-        avoid_hosts=hosts,
-        quarantine=cluster.quarantine,
-        incidents=cluster.incidents,
-    )
-    named = sorted(jobs) if jobs else sorted(j.spec.name for j in active)
-    return avoid, named, plan
 
 
 class TrainingMoveActivities:
