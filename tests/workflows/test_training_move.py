@@ -38,7 +38,8 @@ class TestPlannedMove:
     """Moved off its building, a job is checkpointed at the step it reached and restarted
     outside it from there: 0 lost steps, no failure recorded, and it ends bit-identical to an
     uninterrupted run. The same request id again moves nothing; a building the job is not in
-    is ``not_needed``; a bad request is refused naming the field, and the supervisor goes on."""
+    is ``not_needed``; with no room outside it is ``waiting`` and the job is left alone; a bad
+    request is refused naming the field, and the supervisor goes on."""
 
     async def test_move_off_a_building(
         self,
@@ -81,6 +82,16 @@ class TestPlannedMove:
             )
             assert idle.outcome is MoveOutcome.NOT_NEEDED and idle.to_hosts == []
 
+            nowhere = await handle.execute_update(
+                MOVE_JOB_UPDATE,
+                MoveJobRequest(
+                    avoid_buildings=sorted(set(where.values())), reason="all", request_id="r-all"
+                ),
+                result_type=MoveJobResult,
+            )
+            assert nowhere.outcome is MoveOutcome.WAITING and "needs 2 hosts" in nowhere.detail
+            assert (await job_view(fleet)).runs == job.runs  # left running where it was
+
             request = MoveJobRequest(
                 avoid_buildings=[building], reason="maintenance", request_id="r1"
             )
@@ -102,7 +113,7 @@ class TestPlannedMove:
         assert moved.to_hosts and all(where[h] != building for h in moved.to_hosts)
         assert final.state is SupervisorState.FINISHED
         assert final.failures == []  # the planned stop was no failure
-        assert [m.request_id for m in final.moves] == ["r0", "r1"]
+        assert [m.request_id for m in final.moves] == ["r0", "r-all", "r1"]
         done = await job_view(fleet)
         assert done.state is JobState.FINISHED and done.step == STEPS
         assert done.resumed_from == moved.checkpoint_step

@@ -1,9 +1,11 @@
 """A runbook moves the training half of a building (issue 25) on a live lab: its jobs move
 through their supervisors with 0 lost steps, the building's hosts are quarantined, and the
-restore releases them. Fencing a host a job still runs on is refused."""
+restore releases them. Fencing a host a job still runs on is refused, and so is a move that
+would leave a job without room (GpuCapacityShort), before any job is asked."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,19 @@ class TestBuildingRunbook:
             assert "HostsBusy" in said or "still running a training job" in said, said
             assert JOB in said
             assert (await fleet.training_cluster()).quarantine == []
+
+            region_hosts = [h.name for h in cluster.hosts if h.region == job.spec.region]
+            short = MOVE.replace(
+                '{building: "${params.building}"}',
+                '{building: "${params.building}", hosts: %s}'
+                % json.dumps([h for h in region_hosts if where[h] != building]),
+                1,
+            )
+            cramped = await run(dev_env.client, worker.task_queue, short, building=building)
+            said = " ".join(cramped.events)
+            assert cramped.outcome != "completed" and "GpuCapacityShort" in said, said
+            assert f"{JOB} (us-east, 2 hosts): waits" in said
+            assert (await job_view(fleet)).runs == job.runs  # nobody was asked to move
 
             moved = await run(dev_env.client, worker.task_queue, MOVE, building=building)
             assert moved.outcome == "completed", moved.events
