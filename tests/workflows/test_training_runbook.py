@@ -131,8 +131,9 @@ class TestBuildingRunbook:
             region_hosts = [h.name for h in cluster.hosts if h.region == job.spec.region]
             short = MOVE.replace(
                 '{building: "${params.building}"}',
-                '{building: "${params.building}", hosts: %s}'
-                % json.dumps([h for h in region_hosts if where[h] != building]),
+                '{building: "${params.building}", hosts: '
+                + json.dumps([h for h in region_hosts if where[h] != building])
+                + "}",
                 1,
             )
             cramped = await run(dev_env.client, worker.task_queue, short, building=building)
