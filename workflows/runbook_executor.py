@@ -47,11 +47,12 @@ with workflow.unsafe.imports_passed_through():
         check,
         step_summary,
     )
+    from workflows.runbook_training import TrainingTemplates
 
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
-class TemplateExecutor(StateTemplates, ChildTemplates):
+class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
     """Applies one step of a task's template and records its undo."""
 
     def __init__(
@@ -263,5 +264,7 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 )
             case "runbook":
                 await self._undo_runbook(task_id, a)
+            case "hosts_release" | "hosts_quarantine":
+                await self._undo_hosts(key, undo)
             case _:
                 raise TaskFailed(f"no undo for {undo.template}")

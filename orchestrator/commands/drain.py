@@ -21,6 +21,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.clients.drains import drain_forecast
+from orchestrator.commands.gpu_forecast import gpu_forecasts, print_gpu_forecasts
 from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.rebalance_control import require_rebalancer
@@ -123,11 +124,15 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             forecast, running = answer
             plan = plan_data(inp.runbook, inp.mode)
+            gpus = gpu_forecasts(inp.runbook, inp.mode)
             if as_json:
-                print_json({"plan": plan, "forecast": forecast, "running_drains": running})
+                print_json(
+                    {"plan": plan, "forecast": forecast, "running_drains": running, "gpu": gpus}
+                )
                 return
             print_plan(inp.runbook, plan)
             console.print(_forecast_table(forecast, running))
+            print_gpu_forecasts(gpus)
             verdict = "[green]safe[/]" if forecast.safe else "[red]would be refused[/]: "
             for note in forecast.notes:
                 console.print(f"[yellow]estimated[/]: {note}")

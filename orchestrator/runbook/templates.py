@@ -32,6 +32,11 @@ from orchestrator.runbook.load_defaults import (
     DEFAULT_WINDOW_S,
 )
 from orchestrator.runbook.predicates import Predicate
+from orchestrator.runbook.training_templates import (
+    HostsQuarantineArgs,
+    HostsReleaseArgs,
+    TrainingMoveArgs,
+)
 from orchestrator.runbook.types import Duration, RunbookRef
 
 __all__ = [
@@ -39,6 +44,8 @@ __all__ = [
     "ApprovalArgs",
     "ConfigChangeArgs",
     "DelayArgs",
+    "HostsQuarantineArgs",
+    "HostsReleaseArgs",
     "InlineRestore",
     "JobUpdateArgs",
     "LoadTestArgs",
@@ -49,6 +56,7 @@ __all__ = [
     "Template",
     "TemplateRegistry",
     "TrafficShiftArgs",
+    "TrainingMoveArgs",
     "WaitForArgs",
     "template",
 ]
@@ -78,6 +86,9 @@ class Template:
     description: str = ""
     #: how the undo is derived from validated args; None means it cannot be
     derive_restore: RestoreFn | None = None
+    #: False: it changes the fleet but nothing needs undoing (``training_move``: a job
+    #: moved off a building stays on its new hosts), so lint asks for no restore
+    needs_restore: bool = True
 
     def validate_args(self, args: dict[str, Any]) -> BaseModel:
         """The typed arguments; raises pydantic's ``ValidationError`` naming the field."""
@@ -350,6 +361,19 @@ def _load_test_restore(args: LoadTestArgs) -> InlineRestore:
     )
 
 
+def _release_restore(args: HostsQuarantineArgs) -> InlineRestore:
+    return InlineRestore(
+        template="hosts_release", args={"building": args.building, "hosts": args.hosts}
+    )
+
+
+def _quarantine_restore(args: HostsReleaseArgs) -> InlineRestore:
+    return InlineRestore(
+        template="hosts_quarantine",
+        args={"building": args.building, "hosts": args.hosts, "reason": "restored quarantine"},
+    )
+
+
 def _register_builtins(registry: TemplateRegistry) -> None:
     builtins = [
         Template("traffic_shift", TrafficShiftArgs, True, True, "", _traffic_restore),
@@ -364,6 +388,9 @@ def _register_builtins(registry: TemplateRegistry) -> None:
         Template("runbook", RunbookArgs, True, False, ""),
         Template("load_test", LoadTestArgs, True, True, "", _load_test_restore),
         Template("delay", DelayArgs, False, False, ""),
+        Template("training_move", TrainingMoveArgs, True, False, "", None, needs_restore=False),
+        Template("hosts_quarantine", HostsQuarantineArgs, True, False, "", _release_restore),
+        Template("hosts_release", HostsReleaseArgs, True, False, "", _quarantine_restore),
     ]
     for tmpl in builtins:
         registry.register(dataclasses.replace(tmpl, description=_first_line(tmpl.args_model)))

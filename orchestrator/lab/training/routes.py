@@ -107,7 +107,7 @@ def mount_training(
             _key(idempotency_key),
             "training-stop",
             req.model_dump(mode="json"),
-            lambda: cluster.stop(req.job),
+            lambda: cluster.stop(req.job, checkpoint=req.checkpoint),
         )
 
     @v1.post("/actions/training-start", response_model=MutationResult)
