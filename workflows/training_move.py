@@ -13,6 +13,7 @@ retried activity or a replay applies each once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -153,7 +154,9 @@ async def planned_move(inp: SupervisorInput, req: MoveJobRequest) -> MoveJobResu
     there = [n for n in current.hosts if avoided(n)]
     if current.state is JobState.FINISHED or not there:
         why = "the job has finished" if current.state is JobState.FINISHED else "no host there"
-        return answer(MoveOutcome.NOT_NEEDED, from_hosts=current.hosts, detail=why)
+        return answer(
+            MoveOutcome.NOT_NEEDED, from_hosts=current.hosts, detail=why + _lost_there(inp, avoided)
+        )
     try:
         placement = place_job(
             current.spec,
@@ -234,3 +237,18 @@ async def _await_progress(inp: SupervisorInput, past_step: int) -> ProgressResul
         heartbeat_timeout=timedelta(seconds=5),
         retry_policy=MUTATION_RETRY,
     )
+
+
+def _lost_there(inp: SupervisorInput, avoided: Callable[[str], bool]) -> str:
+    """What the newest failure that took the job off those hosts cost, for a move that
+    finds the job already gone from them (after a power loss: the recovery moved it)."""
+    for failure in reversed(inp.failures):
+        left = failure.hosts_out if failure.hosts_compacted else failure.hosts_before
+        if failure.kind != "launch" and any(avoided(h) for h in left):
+            mttr = "not yet recovered" if failure.mttr_s is None else f"MTTR {failure.mttr_s:.1f}s"
+            lost = "?" if failure.lost_steps is None else str(failure.lost_steps)
+            return (
+                f"; the supervisor recovered it from {failure.kind} (failure "
+                f"{failure.number}): {lost} steps lost, {mttr}"
+            )
+    return ""

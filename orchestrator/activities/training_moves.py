@@ -21,9 +21,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.activities.errors import reported
 from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.clients.gpu_forecast import evacuation_plan, resolve_hosts
-from orchestrator.contracts.training import JobState, QuarantineRequest
+from orchestrator.contracts.training import JobState, QuarantineRequest, TrainingCluster
 from orchestrator.contracts.training_moves import MOVE_JOB_UPDATE, MoveJobRequest, MoveJobResult
-from orchestrator.contracts.training_supervisor import supervisor_id
+from orchestrator.contracts.training_supervisor import (
+    SupervisorState,
+    SupervisorStatus,
+    supervisor_id,
+)
 from orchestrator.exceptions import GpuCapacityShort, HostsBusy, InvalidRequest, RunbookError
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.policy.evacuation import EvacuationPlan
@@ -38,6 +42,8 @@ __all__ = [
 
 #: how long a runbook's quarantine holds when nobody releases it (a restore does)
 QUARANTINE_HOLD = timedelta(days=30)
+#: a failure this recent that took a job off the hosts is the incident a run is handling
+RECENT_FAILURE = timedelta(hours=1)
 
 
 class MovePlanInput(BaseModel):
@@ -83,7 +89,39 @@ class TrainingMoveActivities:
                 + "; ".join(plan.lines())
                 + " (set allow_waiting after an approval to go ahead)"
             )
-        return MovePlanResult(hosts=avoid, jobs=jobs, plan=plan)
+        gone = await self._recovered_off(cluster, set(avoid), set(jobs), inp.jobs)
+        return MovePlanResult(hosts=avoid, jobs=sorted({*jobs, *gone}), plan=plan)
+
+    async def _recovered_off(
+        self, cluster: TrainingCluster, there: set[str], planned: set[str], named: list[str]
+    ) -> list[str]:
+        """Jobs no longer on those hosts whose supervisor moved them off by a recovery (a
+        power loss: the supervisor is usually faster than the alert), or is recovering them
+        now. They are asked too: the move answers "not needed" with what the failure cost,
+        so the run accounts for it."""
+        found = []
+        for job in cluster.jobs:
+            name = job.spec.name
+            if name in planned or job.state is JobState.FINISHED or (named and name not in named):
+                continue
+            try:
+                status = await self._client.get_workflow_handle(supervisor_id(name)).query(
+                    "status", result_type=SupervisorStatus
+                )
+            except RPCError:
+                continue  # no supervisor: nothing recovered it, and nothing of it is there
+            if status.state is SupervisorState.RECOVERING:
+                # its failure is recorded when the recovery ends; the move waits for that
+                # and then says whether it came from here
+                found.append(name)
+                continue
+            for failure in status.failures:
+                left = failure.hosts_out if failure.hosts_compacted else failure.hosts_before
+                recent = failure.onset_at >= cluster.now - RECENT_FAILURE
+                if failure.kind != "launch" and recent and there & set(left):
+                    found.append(name)
+                    break
+        return found
 
     @activity.defn(name="training_move_job")
     @reported
