@@ -68,6 +68,8 @@ class PlannedMoves:
         self.moving = False
         #: moves begun in this run: a watch result from across one is stale
         self.move_epoch = 0
+        #: move_job Updates being handled (continue-as-new waits for none)
+        self.move_calls = 0
 
     def _move_done(self, request_id: str) -> MoveJobResult | None:
         moves = [] if self._inp is None else self._inp.moves
@@ -75,6 +77,13 @@ class PlannedMoves:
 
     @workflow.update(name=MOVE_JOB_UPDATE)
     async def move_job(self, req: MoveJobRequest) -> MoveJobResult:
+        self.move_calls += 1
+        try:
+            return await self._move_job(req)
+        finally:
+            self.move_calls -= 1
+
+    async def _move_job(self, req: MoveJobRequest) -> MoveJobResult:
         await workflow.wait_condition(lambda: self._inp is not None)
         async with self._move_lock:
             done = self._move_done(req.request_id)

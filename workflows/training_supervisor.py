@@ -138,7 +138,11 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
             if recoveries_this_run >= inp.failures_per_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
-                await workflow.wait_condition(lambda: not self.moving)
+                # A move asked for (or under way) finishes in this run: its Update would
+                # otherwise be left unanswered by continue-as-new.
+                if self._state is SupervisorState.RECOVERING:
+                    self._state = SupervisorState.WATCHING
+                await workflow.wait_condition(lambda: self.move_calls == 0)
                 if self._bounded:
                     inp = carry(inp, workflow.now())
                 workflow.continue_as_new(inp)

@@ -46,3 +46,32 @@ class TestCheckpointOnDemand:
         )
         stopped = await fleet.stop_training_job(JOB, idempotency_key="st")
         assert "checkpoint_step" not in stopped.detail
+
+
+class TestTorchCheckpointOnDemand:
+    """The PyTorch job: every rank stops at the same step and writes its shard of one
+    checkpoint there; the restart on other hosts resumes from it and finishes."""
+
+    async def test_torch_stop_with_checkpoint(self, start_lab: LabFactory) -> None:
+        config = training_config(
+            kind="torch", hosts=2, total_steps=60, checkpoint_every=1000, step_ms=100.0
+        )
+        lab = await start_lab(config)
+        fleet = lab.fleet(timeout=180.0)
+        await fleet.start_training_job(
+            StartJobRequest(job=JOB, hosts=["use-a-h00", "use-a-h01"]), idempotency_key="s1"
+        )
+        await wait_job(fleet, lambda j: j.step >= 5, timeout_s=180)
+        stopped = await fleet.stop_training_job(JOB, idempotency_key="ck", checkpoint=True)
+        job = await job_view(fleet)
+        assert job.state is JobState.STOPPED
+        step = stopped.detail["checkpoint_step"]
+        assert step == stopped.detail["step"] and step >= 5
+        steps = [c.step for c in (await fleet.training_checkpoints(JOB)).checkpoints]
+        assert steps == [step]
+        await fleet.start_training_job(
+            StartJobRequest(job=JOB, hosts=["use-b-h00", "use-b-h01"], checkpoint_step=step),
+            idempotency_key="s2",
+        )
+        done = await wait_job(fleet, lambda j: j.state is JobState.FINISHED, timeout_s=300)
+        assert done.resumed_from == step and done.step == 60

@@ -113,6 +113,8 @@ class TestPlannedMove:
         assert moved.to_hosts and all(where[h] != building for h in moved.to_hosts)
         assert final.state is SupervisorState.FINISHED
         assert final.failures == []  # the planned stop was no failure
+        assert final.ettr == pytest.approx(1.0)  # and costs no ETTR the way a failure does
+        assert final.totals.by_kind == {} and final.totals.lost_steps == 0
         assert [m.request_id for m in final.moves] == ["r0", "r-all", "r1"]
         done = await job_view(fleet)
         assert done.state is JobState.FINISHED and done.step == STEPS
