@@ -181,6 +181,9 @@ class TestLiveLab:
             topology = (await client.get("/v1/topology")).json()
             powered = {b["name"]: b["powered"] for b in topology["buildings"]}
             assert powered["euw-a"] is False and powered["euw-b"] is True
+            # the region's capacity is what its powered buildings hold
+            euw = next(r for r in topology["regions"] if r["name"] == "eu-west")
+            assert euw["capacity_rps"]["web"] == 37.5
             metrics = (await client.get("/metrics")).text
             assert 'lab_building_power{building="euw-a",region="eu-west"} 0.0' in metrics
             assert 'lab_building_power{building="euw-b",region="eu-west"} 1.0' in metrics
