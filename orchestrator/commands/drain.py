@@ -96,16 +96,27 @@ def register(app: typer.Typer) -> None:
         runbook: Path = typer.Option(RUNBOOKS_DIR / "region-drain.yaml", "--runbook"),
         by: str | None = AS_OPTION,
         as_json: bool = JSON_OPTION,
+        building: str | None = typer.Option(
+            None,
+            "--building",
+            help="Drain only this building's share of REGION: the runbook takes a `building` "
+            "parameter instead of `region` (workflow id drain-BUILDING).",
+        ),
     ) -> None:
         """Drain REGION with the region-drain runbook (workflow id drain-REGION)."""
-        inp = prepare(runbook, {**parse_params(params), "region": region}, mode, who(by), target)
-        wid = f"drain-{region}"
+        target_param = {"building": building} if building else {"region": region}
+        inp = prepare(runbook, {**parse_params(params), **target_param}, mode, who(by), target)
+        wid = f"drain-{building or region}"
 
         async def body(client: Client, settings: Settings) -> Any:
-            await check_known(settings, regions=[region])
+            await check_known(settings, regions=[region], buildings=[building] if building else [])
             fleet = fleet_from_settings(settings)
             check = DrainCheckInput(
-                region=region, workflow_id=wid, target=target, task_queue=settings.task_queue
+                region=region,
+                building=building or "",
+                workflow_id=wid,
+                target=target,
+                task_queue=settings.task_queue,
             )
             try:
                 # A refusal (DrainRefused) is an OrchestratorError: with_client prints it.

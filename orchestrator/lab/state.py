@@ -123,6 +123,20 @@ class FleetState:
         base = self._base_topology
         return base.model_copy(
             update={
+                # A building without power takes its share of the region's capacity with it:
+                # a drain's capacity check must not count on it in a receiving region.
+                "regions": [
+                    r.model_copy(
+                        update={
+                            "capacity_rps": {
+                                s: c * self.power_share(r.name) for s, c in r.capacity_rps.items()
+                            }
+                        }
+                    )
+                    if self.unpowered
+                    else r
+                    for r in base.regions
+                ],
                 "buildings": [
                     b.model_copy(update={"powered": b.name not in self.unpowered})
                     for b in base.buildings

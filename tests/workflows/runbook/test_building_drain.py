@@ -4,6 +4,9 @@ puts the routing table back exactly."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from temporalio.client import WorkflowFailureError
 
@@ -12,6 +15,7 @@ from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.models import RoutingTable
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start
+from tests.workflows.runbook.test_drain import cli
 from tests.workflows.runbook.test_restore import visible
 
 DRAIN = """
@@ -91,3 +95,25 @@ class TestBuildingShift:
         message = str(err.value.cause)
         assert "building: unknown building 'nowhere'" in message
         assert "euw-a" in message  # the known ones are listed
+
+
+class TestBuildingDryRun:
+    """``orchestrator drain REGION --building B --dry-run`` forecasts moving B's share only:
+    the region keeps the rest of its load; a building of another region is refused."""
+
+    async def test_forecast_moves_the_share(
+        self, stack: Stack, balanced: dict[str, dict[str, float]], tmp_path: Path
+    ) -> None:
+        path = tmp_path / "building-drain.yaml"
+        path.write_text(DRAIN.replace("restore: traffic-back", "restore: auto"))
+        args = ("drain", "eu-west", "--building", "euw-a", "--runbook", str(path), "--dry-run")
+        code, out, err = await cli(stack, *args, "--json")
+        assert code == 0, err
+        forecast = json.loads(out)["forecast"]
+        euw = next(r for r in forecast["regions"] if r["region"] == "eu-west")
+        assert euw["role"] == "draining"
+        for service in euw["services"]:
+            assert service["load_after_rps"] == pytest.approx(service["load_before_rps"] / 2)
+        code, out, err = await cli(stack, "drain", "us-east", *args[2:])
+        assert code != 0
+        assert "building: euw-a is in eu-west, not us-east" in err
