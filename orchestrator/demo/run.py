@@ -23,6 +23,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.demo import scenarios
+from orchestrator.demo.building import BUILDING_JOB, BUILDING_REGION, building_incident
 from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
 from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.fleet.http import HttpFleet
@@ -41,6 +42,7 @@ SCENARIOS: dict[str, Callable[[DemoContext], Awaitable[ScenarioSummary]]] = {
     "loadtest": scenarios.load_test,
     "drain": scenarios.drain_and_restore,
     "training": scenarios.training,
+    "building": building_incident,
 }
 
 
@@ -86,6 +88,11 @@ def demo_lab_config() -> dict[str, Any]:
         web["queue_limit"] = max(web["queue_limit"], 4 * web["slots"])
     # Long enough to be hit twice and recover twice: 1,000 steps of 20 ms.
     config["training"]["jobs"][0].update({"total_steps": 1000})
+    # The building scenario's job: long enough to be recovered once while its building's
+    # traffic moves (1,500 steps of 20 ms)
+    building_job = dict(config["training"]["jobs"][0])
+    building_job.update({"name": BUILDING_JOB, "region": BUILDING_REGION, "total_steps": 1500})
+    config["training"]["jobs"].append(building_job)
     return config
 
 

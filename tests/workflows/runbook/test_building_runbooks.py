@@ -19,6 +19,7 @@ from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
 from orchestrator.contracts.training import JobState
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.reports import write_report
 from orchestrator.runbook.lint import load_runbook
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import roomy_config
@@ -86,7 +87,7 @@ class TestBuildingRunbooks:
     job, the run says what was lost, and the traffic moves; the job finishes."""
 
     async def test_maintenance_then_loss(
-        self, stack: Stack, balanced: dict[str, dict[str, float]]
+        self, stack: Stack, balanced: dict[str, dict[str, float]], tmp_path: Path
     ) -> None:
         await end_earlier_supervisor(stack.client)
         supervisor = await start_supervisor(
@@ -128,9 +129,15 @@ class TestBuildingRunbooks:
         )
         failure = status.failures[0]
         assert failure.lost_steps is not None and failure.mttr_s is not None
-        # the run accounts for what the loss cost the job
+        # the run accounts for what the loss cost the job, and its report draws the traffic
+        # and the job's timeline on one time axis
         moved = message(loss, "move-training-jobs")
         assert f"{JOB} not_needed" in moved and "steps lost" in moved, moved
+        html = (
+            await write_report(stack.client, loss.workflow_id, tmp_path / "loss.html")
+        ).read_text()
+        assert "Traffic and training, side by side" in html
+        assert f"<td>{JOB}</td>" in html and "failure: building" in html
         hosts, _ = await where(stack)
         assert all(building_of[h] != dark for h in hosts)
         # at most the dark building's half stays (the rebalancer, seeing us-east's capacity
