@@ -18,7 +18,7 @@ from orchestrator.lab.training.trace import (
     trace_from_simulation,
 )
 from orchestrator.policy.ettr import FailureModel
-from orchestrator.policy.ettr_sim import SimulationParams, failure_traces
+from orchestrator.policy.ettr_sim import SimulationParams, failure_traces, simulate_trace
 
 EPOCH = 1_800_000_000.0
 JOB = TraceJob(name="j", hosts=4, step_s=1.0, checkpoint_every=100, restart_s=50.0)
@@ -109,6 +109,61 @@ class TestTheJob:
         f, clock = fleet([])
         clock.at(10_000.0)
         assert (await job(f)).state is JobState.FINISHED
+
+
+class TestCheckpointWrites:
+    """With a blocking write w, each interval's checkpoint commits w after its last step,
+    no steps are made meanwhile, and a failure during the write loses it."""
+
+    def writing(self, failures: list[float]) -> tuple[TraceFleet, Clock]:
+        clock = Clock()
+        trace = FailureTrace(
+            horizon_s=10_000.0,
+            failures_s=failures,
+            kinds=["crash"] * len(failures),  # type: ignore[list-item]
+            host_picks=[1] * len(failures),
+        )
+        w_job = JOB.model_copy(update={"checkpoint_write_s": 20.0})
+        return TraceFleet(w_job, trace, clock=clock, epoch=EPOCH), clock
+
+    async def test_write_holds_steps_and_commits_at_its_end(self) -> None:
+        f, clock = self.writing([])
+        clock.at(110.0)  # interval done at 100, writing until 120
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (100, None)
+        clock.at(120.0)
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (100, 100)
+        clock.at(250.0)  # 2 cycles of 120 s, then 10 s of compute
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (210, 200)
+
+    async def test_failure_during_a_write_loses_it(self) -> None:
+        f, clock = self.writing([230.0])  # second write runs 220..240
+        clock.at(300.0)
+        j = await job(f)
+        assert j.state is JobState.CRASHED and (j.step, j.checkpoint_step) == (200, 100)
+        assert [c.step for c in (await f.training_checkpoints("j")).checkpoints] == [100]
+
+    async def test_matches_the_simulation_on_one_trace(self) -> None:
+        """The steps that survive a trace (one failure during a write, one during a
+        restart) are the simulation's productive seconds (w = 20 s; the restart here waits
+        2 s for the start request, so the simulation's u0 is 52 s)."""
+        failures = [230.0, 1000.0, 1010.0, 4321.0]
+        f, clock = self.writing(failures)
+        for t in failures:
+            clock.at(t + 2.0)
+            j = await job(f)
+            await f.start_training_job(
+                StartJobRequest(job="j", hosts=j.hosts, checkpoint_step=j.checkpoint_step),
+                idempotency_key=f"start-{t}",
+            )
+        clock.at(10_000.0)
+        final = (await job(f)).step
+        sim = simulate_trace(
+            failures, horizon_s=10_000.0, interval_s=100.0, cost_s=20.0, restart_s=52.0
+        )
+        assert final == sim.productive_s
 
 
 class TestContract:
