@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import platform
 import resource
 import sys
@@ -284,6 +285,9 @@ async def drive(
         "recovery_history": audit.summary(lambda wid: wid.startswith(f"{handle.id}-recovery-")),
         "wall_s": wall,
         "wall_s_per_day": wall / days,
+        # 2 cores shared with other work: wall time per day depends on it
+        "load_avg_1m_at_end": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
         "cpu_s": cpu,
         "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "test_server_peak_rss_mb": child_peak_rss_mb("temporal-test-server"),
