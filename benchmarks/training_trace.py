@@ -19,6 +19,8 @@ confirm poll) is the expected gap: about λ·(poll/2 + confirm poll) of ETTR.
 Scale (issue 24): the failure process is the Llama 3 job's (16,384 GPUs, 419
 unexpected interruptions in 54 days, one per 3.1 h) and the job is that size too:
 ``--hosts 2048`` (8 GPUs each) over ``--buildings 8`` with ``--spares`` per building.
+A job of another size fails at the same rate per GPU (``--model-gpus`` overrides: the
+tests show a small job the Llama 3 job's failures).
 What it costs Temporal is measured, not estimated: every payload the client and worker
 encode or decode passes a recording codec (largest kept), and after the run every
 history (each continue-as-new run of the supervisor and each recovery child) is read
@@ -141,6 +143,12 @@ def sim_params(days: float, job: TraceJob = JOB, model: FailureModel = LLAMA3) -
     )
 
 
+def failure_model(gpus: int) -> FailureModel:
+    """Llama 3's failure rate per GPU-day, for a job of ``gpus``: a job four times its size
+    fails four times as often."""
+    return LLAMA3.model_copy(update={"gpus": gpus})
+
+
 def fleet_shape(hosts: int, buildings: int, spares: int) -> dict[str, int]:
     """TraceFleet's layout: the job spread evenly over ``buildings``, ``spares`` more each."""
     return {
@@ -162,11 +170,12 @@ async def drive(
     confirm_poll_s: float = CONFIRM_POLL_S,
     failures_per_run: int = 25,
     keep_failures: int = 30,
+    model_gpus: int = LLAMA3.gpus,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Run the supervisor through the trace for ``days`` and the simulation on the same
-    trace; read back what it cost Temporal (payloads, histories) and this process."""
-    params = sim_params(days, job)
+    """Run the supervisor through the trace for ``days`` (failures of ``model_gpus`` at
+    Llama 3's rate) and the simulation on the same trace; read back what it cost Temporal (payloads, histories) and this process."""
+    params = sim_params(days, job, failure_model(model_gpus))
     trace = trace_from_simulation(params, seed=seed)
     sim = simulate_trace(
         trace.failures_s,
@@ -179,7 +188,9 @@ async def drive(
     fleet = TraceFleet(job, trace, clock=activity_clock(), **shape)
     acts = TrainingActivities(fleet, clock=fleet.now)
     converter, codec = recording_converter(env.client.data_converter)
-    client = Client(**{**env.client.config(), "data_converter": converter})
+    config = env.client.config()
+    config["data_converter"] = converter
+    client = Client(**config)
     queue = f"trace-{uuid.uuid4().hex[:10]}"
     options = SupervisorInput(
         job=job.name,
@@ -379,6 +390,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             spares=args.spares,
             poll_s=args.poll,
             confirm_poll_s=args.confirm_poll,
+            model_gpus=args.model_gpus or args.hosts * 8,
             progress=True,
         )
     finally:
@@ -392,6 +404,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--hosts", type=int, default=HOSTS, help="the job's hosts (8 GPUs each)")
     parser.add_argument("--buildings", type=int, default=BUILDINGS)
+    parser.add_argument(
+        "--model-gpus",
+        type=int,
+        default=None,
+        help="GPUs whose failures the trace draws (default: the job's; Llama 3 per GPU-day)",
+    )
     parser.add_argument("--spares", type=int, default=SPARES, help="spare hosts per building")
     parser.add_argument(
         "--ckpt-write", type=float, default=CKPT_WRITE_S, help="checkpoint write w, s"
