@@ -108,12 +108,14 @@ BUILDINGS = 8
 SPARES = 8
 
 
-def trace_job(hosts: int = HOSTS, write_s: float = CKPT_WRITE_S) -> TraceJob:
+def trace_job(
+    hosts: int = HOSTS, write_s: float = CKPT_WRITE_S, interval_s: int = 30 * 60
+) -> TraceJob:
     return TraceJob(
         name="llama3-trace",
         hosts=hosts,
         step_s=1.0,
-        checkpoint_every=30 * 60,  # Δt = 30 min
+        checkpoint_every=interval_s,  # Δt = 30 min by default (1 s steps)
         restart_s=5 * 60.0,  # u0 = 5 min
         checkpoint_write_s=write_s,
     )
@@ -334,6 +336,10 @@ def _stamped_in_order(failure: FailureRecord) -> bool:
 def summary(run: dict[str, Any]) -> list[Claim]:
     days, hosts = run["days"], run["hosts"]
     job = f"{hosts:,} hosts, {days:g} days"
+    if run["gpus_modelled"] != run.get("gpus", run["gpus_modelled"]):
+        job += f", failures of {run['gpus_modelled']:,} GPUs"
+    if run["interval_s"] != 1800:
+        job += f", Δt {run['interval_s']:g} s"
     return [
         claim(
             f"supervisor workflow's ETTR vs the simulation ({job}, w = {run['cost_s']:g} s)",
@@ -385,7 +391,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             env,
             days=args.days,
             seed=args.seed,
-            job=trace_job(args.hosts, args.ckpt_write),
+            job=trace_job(args.hosts, args.ckpt_write, args.interval),
             buildings=args.buildings,
             spares=args.spares,
             poll_s=args.poll,
@@ -414,6 +420,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--ckpt-write", type=float, default=CKPT_WRITE_S, help="checkpoint write w, s"
     )
+    parser.add_argument("--interval", type=int, default=1800, help="checkpoint interval Δt, s")
     parser.add_argument("--poll", type=float, default=BENCH_POLL_S, help="watch poll, s")
     parser.add_argument(
         "--confirm-poll", type=float, default=BENCH_CONFIRM_POLL_S, help="restart poll, s"
@@ -425,8 +432,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     run = asyncio.run(_main(args))
     run["quick"] = args.quick
     runs = _earlier_runs(args.out)
-    runs[str(args.hosts)] = run
-    ordered = {k: runs[k] for k in sorted(runs, key=int)}
+    runs[run_key(run)] = run
+    ordered = {k: runs[k] for k in sorted(runs, key=lambda k: (int(k.split("@")[0]), k))}
     result = {
         "benchmark": "training_trace",
         "tolerance": TOLERANCE,
@@ -439,6 +446,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(json.dumps(run, indent=2))
     print(f"wrote {args.out}")
     return result
+
+
+def run_key(run: dict[str, Any]) -> str:
+    """``hosts``, or ``hosts@gpus`` when the trace's failures are not the job's own size's."""
+    key = str(run["hosts"])
+    if run["gpus_modelled"] != run["gpus"]:
+        key += f"@{run['gpus_modelled']}"
+    if run["interval_s"] != 1800:
+        key += f"@{run['interval_s']:g}s"
+    return key
 
 
 def _earlier_runs(path: Path) -> dict[str, Any]:
