@@ -7,6 +7,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from orchestrator.activities.training import TrainingActivities
 from orchestrator.contracts.training import JobState, QuarantineRequest, StartJobRequest
 from orchestrator.exceptions import FleetNotFound, FleetRejected
 from orchestrator.fleet.protocol import Fleet
@@ -204,3 +205,21 @@ class TestTraceFromSimulation:
         expected = failure_traces(params, 1, 7)[0]
         assert np.array_equal(np.asarray(trace.failures_s), expected)
         assert len(trace.kinds) == len(trace.host_picks) == expected.size
+
+
+class TestRecoveryRead:
+    """The recovery's fleet read carries the quarantines active now, not the fleet's whole
+    history of them (which grows by one record per quarantined host: issue 24)."""
+
+    async def test_only_active_quarantines_travel(self) -> None:
+        f, clock = fleet([])
+        now = f.now()
+        for host, hours in (("b0-h05", 1), ("b0-h06", 3)):
+            await f.quarantine_host(
+                QuarantineRequest(host=host, reason="gpu", until=now + timedelta(hours=hours)),
+                idempotency_key=host,
+            )
+        clock.at(2 * 3600.0)
+        view = await TrainingActivities(f, clock=f.now).read("j")
+        assert [r.host for r in view.cluster.quarantine] == ["b0-h06"]
+        assert len(f.quarantine) == 2
