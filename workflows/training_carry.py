@@ -21,7 +21,7 @@ from orchestrator.policy.ettr_observed import observed_ettr
 from orchestrator.policy.quarantine import prune_quarantine
 from orchestrator.policy.recovery_models import QuarantinePolicy
 
-__all__ = ["carry", "observed_ettr_carried"]
+__all__ = ["carry", "compute_share", "observed_ettr_carried"]
 
 _KEEP_MOVES = 20
 
@@ -50,14 +50,26 @@ def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
 
 
 def observed_ettr_carried(inp: SupervisorInput, now: datetime, step_s: float) -> float | None:
-    """Observed ETTR over every failure: the folded outages plus the kept records'."""
+    """Observed ETTR over every failure: the folded outages plus the kept records',
+    checkpoint writes taken out of the running time when the input states their cost."""
     started = inp.started_at or now
     if inp.totals is None:
-        return observed_ettr(outages_of(inp.failures), started=started, now=now, step_s=step_s)
+        ettr = observed_ettr(outages_of(inp.failures), started=started, now=now, step_s=step_s)
+        return None if ettr is None else ettr * compute_share(inp)
     wall = (now - started).total_seconds()
     if wall <= 0:
         return None
     totals = totals_of(inp.totals, inp.failures)
     lost = downtime_s(inp.totals, inp.failures, started=started, now=now)
     lost += totals.lost_steps * step_s
-    return max(wall - lost, 0.0) / wall
+    return max(wall - lost, 0.0) / wall * compute_share(inp)
+
+
+def compute_share(inp: SupervisorInput) -> float:
+    """The share of a running job's time spent computing: Δt / (Δt + w). A failure's lost
+    steps are compute; the rest of the time it ran was Δt of compute per w of writing
+    (a write cut short by a failure is counted at this share too: under w per failure)."""
+    interval = inp.checkpoint_interval_s
+    if not inp.checkpoint_write_s or interval is None:
+        return 1.0
+    return interval / (interval + inp.checkpoint_write_s)

@@ -23,7 +23,13 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from orchestrator.activities.errors import reported
 from orchestrator.activities.training_detect import classify
-from orchestrator.contracts.host_list import HostList, compact_cluster, expand_cluster
+from orchestrator.contracts.host_list import (
+    HostList,
+    compact_cluster,
+    decode_hosts,
+    encode_hosts,
+    expand_cluster,
+)
 from orchestrator.contracts.training import (
     JobState,
     QuarantineRequest,
@@ -62,15 +68,43 @@ class WatchInput(BaseModel):
     once: bool = False
 
 
+#: a start's detail on the wire: its host list as runs, under a key no fleet uses
+_RUNS_KEY = "hosts@runs"
+
+
+def _hosts_as_runs(value: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON with its ``hosts`` list as a host-list string (``host_list``): as
+    a plain list, 8,192 hosts are 90 KB and 32,768 pass the 256 KB budget (issue 24)."""
+    hosts = value.get("hosts")
+    return value if not isinstance(hosts, list) else {**value, "hosts": encode_hosts(hosts)}
+
+
+def _hosts_as_list(value: Any) -> Any:
+    """:func:`_hosts_as_runs` undone; plain lists (older histories) read as they are."""
+    if isinstance(value, dict) and isinstance(value.get("hosts"), str):
+        return {**value, "hosts": decode_hosts(value["hosts"])}
+    return value
+
+
 class WatchResult(BaseModel):
     #: None: the job finished
     kind: FailureKind | None
     onset_at: AwareDatetime
     detected_at: AwareDatetime
+    #: on the wire with its hosts as runs
     job: TrainingJob
     #: job hosts whose GPUs failed (to quarantine)
     bad_hosts: HostList = Field(default_factory=list)
     detail: str = ""
+
+    @field_validator("job", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        return _hosts_as_list(value)
+
+    @field_serializer("job", when_used="json")
+    def _compact(self, job: TrainingJob) -> dict[str, Any]:
+        return _hosts_as_runs(job.model_dump(mode="json"))
 
 
 class MutationInput(BaseModel):
@@ -84,13 +118,47 @@ class QuarantineInput(BaseModel):
 
 
 class StartInput(BaseModel):
+    #: on the wire with its hosts as runs (the fleet still gets a plain list)
     request: StartJobRequest
     idempotency_key: str
 
+    @field_validator("request", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        return _hosts_as_list(value)
+
+    @field_serializer("request", when_used="json")
+    def _compact(self, request: StartJobRequest) -> dict[str, Any]:
+        return _hosts_as_runs(request.model_dump(mode="json"))
+
 
 class Stamped(BaseModel):
+    #: a start's ``detail`` lists the job's hosts: on the wire as runs
     result: MutationResult
     at: AwareDatetime
+
+    @field_validator("result", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        detail = value.get("detail") if isinstance(value, dict) else None
+        if not isinstance(detail, dict) or _RUNS_KEY not in detail:
+            return value
+        rest = {k: v for k, v in detail.items() if k != _RUNS_KEY}
+        return {**value, "detail": {**rest, "hosts": decode_hosts(detail[_RUNS_KEY])}}
+
+    @field_serializer("result", when_used="json")
+    def _compact(self, result: MutationResult) -> dict[str, Any]:
+        # a fleet's detail is free-form: only a list of names is encoded, under its own key
+        dumped = result.model_dump(mode="json")
+        detail = dumped["detail"]
+        hosts = detail.get("hosts")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            return dumped
+        runs = encode_hosts(hosts)
+        if not isinstance(runs, str):
+            return dumped
+        rest = {k: v for k, v in detail.items() if k != "hosts"}
+        return {**dumped, "detail": {**rest, _RUNS_KEY: runs}}
 
 
 class RecoveryView(BaseModel):
@@ -222,6 +290,11 @@ class TrainingActivities:
         cluster, checkpoints = await asyncio.gather(
             self._fleet.training_cluster(), self._fleet.training_checkpoints(job)
         )
+        # Placement reads only the quarantines active now; the fleet's list is its history,
+        # one record per quarantined host ever (57 KB of a 2,048-host job's read after 54 days
+        # of Llama 3's failure rate), which would pass 256 KB in a year.
+        active = [r for r in cluster.quarantine if r.active(cluster.now)]
+        cluster = cluster.model_copy(update={"quarantine": active})
         return RecoveryView(cluster=cluster, checkpoints=checkpoints)
 
     @activity.defn(name="training_start")

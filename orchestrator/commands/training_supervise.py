@@ -26,13 +26,24 @@ def supervise(
     hang_after_s: float = typer.Option(1.5, help="Heartbeat silence that means hung, seconds."),
     poll_s: float = typer.Option(0.2, help="How often the watcher reads the fleet, seconds."),
     crash_loop_limit: int = typer.Option(3, help="Recoveries without progress before halting."),
+    checkpoint_write_s: float = typer.Option(
+        0.0, help="The trainer's blocking write per checkpoint, seconds (taken out of ETTR)."
+    ),
+    checkpoint_interval_s: float | None = typer.Option(
+        None, help="Compute between two checkpoints, seconds (needed with the write)."
+    ),
 ) -> None:
     """Start the job's supervisor (workflow id `training-<job>`); a running one is kept."""
 
     async def body(client: Client, settings: Settings) -> str:
         await check_known(settings, jobs=[job])
         options = SupervisorInput(
-            job=job, hang_after_s=hang_after_s, poll_s=poll_s, crash_loop_limit=crash_loop_limit
+            job=job,
+            hang_after_s=hang_after_s,
+            poll_s=poll_s,
+            crash_loop_limit=crash_loop_limit,
+            checkpoint_write_s=checkpoint_write_s,
+            checkpoint_interval_s=checkpoint_interval_s,
         )
         handle = await start_supervisor(
             client, job, task_queue=settings.task_queue, options=options

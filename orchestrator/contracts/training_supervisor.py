@@ -151,6 +151,12 @@ class SupervisorInput(StrictModel):
     #: failure records carried in full across continue-as-new; older ones are folded
     #: into ``totals`` so the input stays bounded (issue 24)
     keep_failures: int = Field(default=30, ge=1)
+    #: the trainer's blocking checkpoint write, seconds per checkpoint, and the compute
+    #: between two checkpoints: the supervisor cannot see writes (a write is no outage),
+    #: so it is told, and ETTR counts the running time as compute in the ratio
+    #: interval : interval + write. 0 (or no interval): writes count as productive.
+    checkpoint_write_s: float = Field(default=0.0, ge=0)
+    checkpoint_interval_s: float | None = Field(default=None, gt=0)
     # --- carried across continue-as-new ---
     started_at: AwareDatetime | None = None
     #: the newest recoveries, launches included (numbers continue from ``totals.records``)

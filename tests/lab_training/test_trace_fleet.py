@@ -7,6 +7,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from orchestrator.activities.training import TrainingActivities
 from orchestrator.contracts.training import JobState, QuarantineRequest, StartJobRequest
 from orchestrator.exceptions import FleetNotFound, FleetRejected
 from orchestrator.fleet.protocol import Fleet
@@ -18,7 +19,7 @@ from orchestrator.lab.training.trace import (
     trace_from_simulation,
 )
 from orchestrator.policy.ettr import FailureModel
-from orchestrator.policy.ettr_sim import SimulationParams, failure_traces
+from orchestrator.policy.ettr_sim import SimulationParams, failure_traces, simulate_trace
 
 EPOCH = 1_800_000_000.0
 JOB = TraceJob(name="j", hosts=4, step_s=1.0, checkpoint_every=100, restart_s=50.0)
@@ -111,6 +112,61 @@ class TestTheJob:
         assert (await job(f)).state is JobState.FINISHED
 
 
+class TestCheckpointWrites:
+    """With a blocking write w, each interval's checkpoint commits w after its last step,
+    no steps are made meanwhile, and a failure during the write loses it."""
+
+    def writing(self, failures: list[float]) -> tuple[TraceFleet, Clock]:
+        clock = Clock()
+        trace = FailureTrace(
+            horizon_s=10_000.0,
+            failures_s=failures,
+            kinds=["crash"] * len(failures),  # type: ignore[list-item]
+            host_picks=[1] * len(failures),
+        )
+        w_job = JOB.model_copy(update={"checkpoint_write_s": 20.0})
+        return TraceFleet(w_job, trace, clock=clock, epoch=EPOCH), clock
+
+    async def test_write_holds_steps_and_commits_at_its_end(self) -> None:
+        f, clock = self.writing([])
+        clock.at(110.0)  # interval done at 100, writing until 120
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (100, None)
+        clock.at(120.0)
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (100, 100)
+        clock.at(250.0)  # 2 cycles of 120 s, then 10 s of compute
+        j = await job(f)
+        assert (j.step, j.checkpoint_step) == (210, 200)
+
+    async def test_failure_during_a_write_loses_it(self) -> None:
+        f, clock = self.writing([230.0])  # second write runs 220..240
+        clock.at(300.0)
+        j = await job(f)
+        assert j.state is JobState.CRASHED and (j.step, j.checkpoint_step) == (200, 100)
+        assert [c.step for c in (await f.training_checkpoints("j")).checkpoints] == [100]
+
+    async def test_matches_the_simulation_on_one_trace(self) -> None:
+        """The steps that survive a trace (one failure during a write, one during a
+        restart) are the simulation's productive seconds (w = 20 s; the restart here waits
+        2 s for the start request, so the simulation's u0 is 52 s)."""
+        failures = [230.0, 1000.0, 1010.0, 4321.0]
+        f, clock = self.writing(failures)
+        for t in failures:
+            clock.at(t + 2.0)
+            j = await job(f)
+            await f.start_training_job(
+                StartJobRequest(job="j", hosts=j.hosts, checkpoint_step=j.checkpoint_step),
+                idempotency_key=f"start-{t}",
+            )
+        clock.at(10_000.0)
+        final = (await job(f)).step
+        sim = simulate_trace(
+            failures, horizon_s=10_000.0, interval_s=100.0, cost_s=20.0, restart_s=52.0
+        )
+        assert final == sim.productive_s
+
+
 class TestContract:
     """It is a Fleet; it refuses what the lab refuses; the non-training calls raise."""
 
@@ -149,3 +205,21 @@ class TestTraceFromSimulation:
         expected = failure_traces(params, 1, 7)[0]
         assert np.array_equal(np.asarray(trace.failures_s), expected)
         assert len(trace.kinds) == len(trace.host_picks) == expected.size
+
+
+class TestRecoveryRead:
+    """The recovery's fleet read carries the quarantines active now, not the fleet's whole
+    history of them (which grows by one record per quarantined host: issue 24)."""
+
+    async def test_only_active_quarantines_travel(self) -> None:
+        f, clock = fleet([])
+        now = f.now()
+        for host, hours in (("b0-h05", 1), ("b0-h06", 3)):
+            await f.quarantine_host(
+                QuarantineRequest(host=host, reason="gpu", until=now + timedelta(hours=hours)),
+                idempotency_key=host,
+            )
+        clock.at(2 * 3600.0)
+        view = await TrainingActivities(f, clock=f.now).read("j")
+        assert [r.host for r in view.cluster.quarantine] == ["b0-h06"]
+        assert len(f.quarantine) == 2

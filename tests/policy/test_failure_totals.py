@@ -7,6 +7,7 @@ import os
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -258,3 +259,41 @@ def test_carry_reports_what_it_dropped() -> None:
     assert [f.number for f in inp.failures] == list(range(11, 41))
     assert all(f.hosts_compacted for f in inp.failures)
     assert len(inp.attempts) <= inp.crash_loop_limit + 3
+
+
+class TestCheckpointWritesInEttr:
+    """A stated checkpoint write takes its share Δt / (Δt + w) of the running time out of
+    ETTR; without one (old inputs) ETTR is what it was."""
+
+    def test_write_share_is_taken_from_running_time(self) -> None:
+        failure = FailureRecord(
+            number=1,
+            kind=FailureKind.CRASH,
+            onset_at=T0 + timedelta(seconds=1000),
+            detected_at=T0 + timedelta(seconds=1010),
+            recovered_at=T0 + timedelta(seconds=1100),
+            failed_at_step=900,
+            resumed_from_step=800,
+        )
+        plain = SupervisorInput(job="j", started_at=T0, failures=[failure])
+        now = T0 + timedelta(seconds=10_000)
+        # 10,000 s of wall, 100 s down, 100 steps of 1 s lost: 9,800 s running
+        assert observed_ettr_carried(plain, now, 1.0) == 0.98
+        told = plain.model_copy(update={"checkpoint_write_s": 20.0, "checkpoint_interval_s": 80.0})
+        assert observed_ettr_carried(told, now, 1.0) == pytest.approx(0.98 * 0.8)
+        second = failure.model_copy(
+            update={
+                "number": 2,
+                "onset_at": T0 + timedelta(seconds=5000),
+                "detected_at": T0 + timedelta(seconds=5010),
+                "recovered_at": T0 + timedelta(seconds=5100),
+            }
+        )
+        both = told.model_copy(update={"failures": [failure, second], "keep_failures": 1})
+        folded = carry(both, now)
+        assert folded.totals is not None and len(folded.failures) == 1
+        # 200 s down, 200 steps lost: 9,600 s running, 80% of it computing
+        assert observed_ettr_carried(folded, now, 1.0) == pytest.approx(0.96 * 0.8)
+        assert observed_ettr_carried(both, now, 1.0) == pytest.approx(0.96 * 0.8)
+        no_interval = plain.model_copy(update={"checkpoint_write_s": 20.0})
+        assert observed_ettr_carried(no_interval, now, 1.0) == 0.98

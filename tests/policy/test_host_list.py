@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from orchestrator.activities.training import RecoveryView
+from orchestrator.activities.training import RecoveryView, Stamped, StartInput, WatchResult
 from orchestrator.contracts.host_list import decode_hosts, encode_hosts
 from orchestrator.contracts.training import (
     JobState,
+    StartJobRequest,
     TrainingCheckpoints,
     TrainingCluster,
     TrainingJob,
@@ -23,6 +25,7 @@ from orchestrator.contracts.training_supervisor import (
     RecoveryInput,
     SupervisorInput,
 )
+from orchestrator.models import MutationResult
 from orchestrator.policy.recovery_models import Host, HostState, JobSpec
 from orchestrator.temporal import data_converter
 
@@ -163,3 +166,57 @@ def test_fleet_read_written_as_plain_json_still_reads() -> None:
         "checkpoints": {"job": "llama", "checkpoints": []},
     }
     assert RecoveryView.model_validate(plain) == view
+
+
+def _wire_and_back(value: BaseModel) -> tuple[int, BaseModel]:
+    [payload] = data_converter.payload_converter.to_payloads([value])
+    [back] = data_converter.payload_converter.from_payloads([payload], [type(value)])
+    return len(payload.data), back
+
+
+class TestJobHostsOnTheWire:
+    """The watch's result, a start's input and its stamped answer carry the job's hosts as
+    runs: a few KB at 32,768 hosts (as plain lists 361 KB, past the 256 KB
+    budget), exact, and payloads written with plain lists still read."""
+
+    def _job(self, size: int) -> TrainingJob:
+        return _view(size).cluster.jobs[0]
+
+    def test_watch_result(self) -> None:
+        for size in (2048, 32768):
+            job = self._job(size)
+            watch = WatchResult(kind=None, onset_at=NOW, detected_at=NOW, job=job)
+            size_b, back = _wire_and_back(watch)
+            assert size_b < 8192 and back == watch  # its hosts are fragmented
+            plain = {**watch.model_dump(mode="json"), "job": job.model_dump(mode="json")}
+            assert WatchResult.model_validate(plain) == watch
+
+    def test_start_input_and_its_answer(self) -> None:
+        hosts = fleet(32768)
+        start = StartInput(
+            request=StartJobRequest(job="llama", hosts=hosts, checkpoint_step=1800),
+            idempotency_key="k",
+        )
+        size_b, back = _wire_and_back(start)
+        assert size_b < 2048 and back == start
+        stamped = Stamped(
+            result=MutationResult(
+                idempotency_key="k",
+                audit_seq=1,
+                kind="training-start",
+                detail={"job": "llama", "hosts": hosts, "resumed_from": 1800},
+            ),
+            at=NOW,
+        )
+        size_b, back = _wire_and_back(stamped)
+        assert size_b < 2048 and back == stamped
+        assert Stamped.model_validate(stamped.model_dump(mode="python")) == stamped
+
+    def test_free_form_detail_is_left_alone(self) -> None:
+        stamped = Stamped(
+            result=MutationResult(
+                idempotency_key="k", audit_seq=1, kind="x", detail={"hosts": [1, 2], "n": 3}
+            ),
+            at=NOW,
+        )
+        assert _wire_and_back(stamped)[1] == stamped

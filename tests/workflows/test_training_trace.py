@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
-from benchmarks.training_trace import drive
+from benchmarks.training_trace import (
+    HISTORY_CAP_EVENTS,
+    PAYLOAD_CAP_BYTES,
+    TOLERANCE,
+    drive,
+    trace_job,
+)
 
 
 class TestSupervisorThroughAFailureTrace:
@@ -43,3 +49,46 @@ class TestSupervisorThroughAFailureTrace:
         assert run["workflow_failures"] == run["trace_failures"] == run["sim_failures"] == 18
         assert run["workflow_quarantined_hosts"] == run["trace_gpu_failures"]
         assert abs(run["rel_diff"]) <= 0.01, run
+
+
+class TestAtScale:
+    """A 256-host job over 8 buildings (2 spares each) through three days of the trace,
+    continuing as new every 5 recoveries with 4 records carried in full, with 30 s
+    checkpoint writes: every failure recovered, ETTR within 1% of the job's own (writes
+    included) and near the simulation's, and what it costs Temporal bounded: every run's
+    history (read back with fetch_history) under 10,000 events, no payload encoded or
+    decoded over 256 KB (issue 24; the 2,048- and 8,192-host runs are
+    benchmarks/training_trace.py's)."""
+
+    async def test_invariants_hold(self, time_env: WorkflowEnvironment) -> None:
+        run = await drive(
+            time_env,
+            days=3.0,
+            seed=2024,
+            job=trace_job(256),
+            buildings=8,
+            spares=2,
+            failures_per_run=5,
+            keep_failures=4,
+        )
+
+        assert run["workflow_state"] == "finished", run["workflow_alert"]
+        assert run["cost_s"] > 0
+        assert run["workflow_failures"] == run["trace_failures"] == run["sim_failures"] > 10
+        assert run["workflow_quarantined_hosts"] == run["trace_gpu_failures"]
+        # The supervisor reads the job's productive time (writes included) within 1%...
+        assert abs(run["workflow_ettr"] / run["fleet_ettr"] - 1) <= TOLERANCE, run
+        # ...and the job is the simulation's, but for its restarts starting a detection
+        # later: each shifts the checkpoint phase, and one that makes a gap end just short of
+        # a commit costs a whole interval. Over 54 days that averages out (the benchmark's
+        # 1%); over three days the test allows two such intervals more.
+        allowance = TOLERANCE + 2 * run["interval_s"] / (run["days"] * 86400)
+        assert abs(run["rel_diff"]) <= allowance, run
+        # one recovery child per failure, and the supervisor continued as new
+        supervisor = run["supervisor_history"]
+        assert supervisor["runs"] >= run["trace_failures"] // 5
+        assert run["recovery_history"]["runs"] == run["trace_failures"]
+        assert run["history_runs"] == supervisor["runs"] + run["trace_failures"]
+        assert run["history_max_events"] < HISTORY_CAP_EVENTS
+        assert run["payload_max_bytes"] < PAYLOAD_CAP_BYTES
+        assert run["history_max_payload_bytes"] <= run["payload_max_bytes"]

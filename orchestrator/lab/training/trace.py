@@ -10,8 +10,10 @@ The job is the simulation's (:mod:`orchestrator.policy.ettr_sim`) made observabl
 
 - it runs from trace time 0 on its first hosts, without a restart;
 - a run started at ``s`` loads its checkpoint for ``restart_s`` (heartbeating), then
-  does one step every ``step_s``; every ``checkpoint_every`` steps it commits a
-  checkpoint at once (no blocking write, w = 0), the newest ``keep`` kept;
+  does one step every ``step_s``; after every ``checkpoint_every`` steps it blocks for
+  ``checkpoint_write_s`` (w, no steps, heartbeats go on) writing a checkpoint, which
+  commits when the write ends (the newest ``keep`` kept). A failure during the write
+  loses it, and the steps since the last commit;
 - a failure of the trace kills the run alive at its time; a ``gpu`` failure also
   breaks a GPU of one of the run's hosts, repaired ``repair_s`` later. A failure that
   lands while no run is alive kills the next run as it starts (the simulation's
@@ -87,10 +89,17 @@ class TraceJob(StrictModel):
     restart_s: float = Field(ge=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     keep: int = Field(default=4, ge=1)
+    #: w: the blocking write of one checkpoint (the simulation's ``cost_s``)
+    checkpoint_write_s: float = Field(default=0.0, ge=0)
 
     @property
     def interval_s(self) -> float:
         return self.checkpoint_every * self.step_s
+
+    @property
+    def cycle_s(self) -> float:
+        """Compute of one interval plus its checkpoint write."""
+        return self.interval_s + self.checkpoint_write_s
 
 
 class FailureTrace(StrictModel):
@@ -172,9 +181,11 @@ class TraceFleet:
         self.epoch = epoch
         self.repair_s = repair_s
         self.hosts: dict[str, Host] = {}
+        # one width per fleet, so a building's names form one run (``host_list``)
+        width = max(2, len(str(hosts_per_building - 1)))
         for b in range(buildings):
             for i in range(hosts_per_building):
-                name = f"b{b}-h{i:02d}"
+                name = f"b{b}-h{i:0{width}d}"
                 state = HostState.SPARE if i < spares_per_building else HostState.IDLE
                 self.hosts[name] = Host(
                     name=name,
@@ -206,6 +217,16 @@ class TraceFleet:
         self._last = t
         self._advance(t)
         return t
+
+    def productive_s(self) -> float:
+        """Compute that survived so far (the job's step times ``step_s``): the ground
+        truth the simulation's productive time and the supervisor's ETTR estimate."""
+        return self._step(self.run, self._last) * self.job.step_s
+
+    @property
+    def elapsed_s(self) -> float:
+        """The latest trace time answered so far (no clock read)."""
+        return self._last
 
     def _advance(self, t: float) -> None:
         times = self.trace.failures_s
@@ -240,15 +261,23 @@ class TraceFleet:
         end = min(t, self.trace.horizon_s)
         return end if run.ended is None else min(end, run.ended)
 
+    def _writes(self, run: _Run, t: float) -> tuple[int, float]:
+        """(checkpoint writes finished, compute seconds done) by the run at ``t``."""
+        job = self.job
+        running = max(self._frozen(run, t) - run.productive, 0.0)
+        cycles = int(np.floor(running / job.cycle_s + 1e-9))
+        rest = running - cycles * job.cycle_s
+        return cycles, cycles * job.interval_s + min(max(rest, 0.0), job.interval_s)
+
     def _step(self, run: _Run, t: float) -> int:
-        done = (self._frozen(run, t) - run.productive) / self.job.step_s
+        done = self._writes(run, t)[1] / self.job.step_s
         return run.resumed_from + max(int(np.floor(done + 1e-9)), 0)
 
     def _commit(self, run: _Run, t: float) -> None:
         k = self.job.checkpoint_every
-        top = self._step(run, t)
         first = (run.resumed_from // k + 1) * k
-        new = [s for s in range(first, top + 1, k) if s not in run.committed]
+        written = self._writes(run, t)[0]
+        new = [s for s in range(first, first + written * k, k) if s not in run.committed]
         if new:
             run.committed.extend(new)
             self._ckpts = sorted({*self._ckpts, *new})[-self.job.keep :]
