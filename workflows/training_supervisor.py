@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         SupervisorStatus,
         WatchMode,
     )
+    from orchestrator.policy.checkpoints import resume_blamed
     from orchestrator.policy.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
@@ -55,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "BOUNDED_CARRY_PATCH",
     "FATAL_HALT_PATCH",
+    "HARDWARE_RESUME_PATCH",
     "OUTAGE_ETTR_PATCH",
     "TrainingJobSupervisorWorkflow",
     "ettr_so_far",
@@ -69,6 +71,8 @@ FATAL_HALT_PATCH = "training-fatal-halt"
 OUTCOME_PATCH = "training-outcome-attribute"
 #: continue-as-new carries the newest failure records and totals over the rest
 BOUNDED_CARRY_PATCH = "training-bounded-carry"
+#: a run a GPU, host or building failure ended early is no failed resume of its checkpoint
+HARDWARE_RESUME_PATCH = "training-hardware-not-resume"
 
 
 def ettr_so_far(
@@ -156,7 +160,10 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
                 continue
             job = watch.job
             self._step, self._total, self._step_s = job.step, job.total_steps, job.step_s
-            self._close_attempt(inp, job.step, job.checkpoint_step)
+            blamed = watch.kind is None or resume_blamed(watch.kind.value)
+            if not blamed and not workflow.patched(HARDWARE_RESUME_PATCH):
+                blamed = True  # histories from before the patch counted every failure
+            self._close_attempt(inp, job.step, job.checkpoint_step, blamed=blamed)
             if watch.kind is None:
                 self._state = SupervisorState.FINISHED
                 self._outcome("finished")
@@ -244,8 +251,11 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
             retry_policy=MUTATION_RETRY,
         )
 
-    def _close_attempt(self, inp: SupervisorInput, step: int, checkpoint: int | None) -> None:
-        """The open attempt ends now: how far did the run it started get?"""
+    def _close_attempt(
+        self, inp: SupervisorInput, step: int, checkpoint: int | None, *, blamed: bool = True
+    ) -> None:
+        """The open attempt ends now: how far did the run it started get? ``blamed``: the
+        failure that ended it may be its checkpoint's fault (not a machine's)."""
         if not inp.attempts or inp.attempts[-1].reached_step is not None:
             return
         last = inp.attempts[-1]
@@ -261,7 +271,8 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
         )
         inp.attempts[-1] = closed
         if (
-            committed is None
+            blamed
+            and committed is None
             and closed.reached_step is not None
             and (closed.reached_step <= closed.failed_at_step)
         ):

@@ -6,7 +6,10 @@ Wrong-checkpoint resumes are the classic recovery bug: a corrupt replica resumed
 is eligible only when its manifest exists (the trainer writes it last) and the
 digest computed over the data now equals the digest the manifest recorded. A
 checkpoint that already failed to resume ``max_failed_resumes`` times is skipped
-so the job falls back to an older one instead of looping.
+so the job falls back to an older one instead of looping; a resume counts as failed
+only when the failure that ended it could be the checkpoint's fault (a GPU, a host or a
+building lost says nothing about it: at 65,536 GPUs, a failure every 46 minutes, two
+unrelated hardware failures in a row once condemned the only checkpoint and halted the job).
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ from orchestrator.policy.recovery_models import (
     RejectReason,
 )
 
-__all__ = ["choose_checkpoint", "verify_checkpoint"]
+__all__ = ["HARDWARE_FAILURES", "choose_checkpoint", "resume_blamed", "verify_checkpoint"]
+
+#: failure kinds (``FailureKind`` values) that come from the machines, not from the job's
+#: own state: they never count against the checkpoint a run resumed from
+HARDWARE_FAILURES = frozenset({"gpu", "host-down", "building"})
+
+
+def resume_blamed(failure_kind: str) -> bool:
+    """Whether a run that died by ``failure_kind`` before passing its predecessor counts
+    as a failed resume of its checkpoint (a crash or a hang may be the checkpoint's)."""
+    return failure_kind not in HARDWARE_FAILURES
 
 
 def verify_checkpoint(ckpt: CheckpointInfo) -> tuple[RejectReason, str] | None:

@@ -6,7 +6,9 @@ import hashlib
 
 import pytest
 
+from orchestrator.contracts.training_supervisor import FailureKind
 from orchestrator.exceptions import Infeasible, InvalidInstance
+from orchestrator.policy.checkpoints import resume_blamed
 from orchestrator.policy.recovery import (
     CheckpointInfo,
     RejectReason,
@@ -114,3 +116,12 @@ class TestFallbackAfterFailedResumes:
     def test_max_failed_resumes_must_be_positive(self) -> None:
         with pytest.raises(InvalidInstance, match="max_failed_resumes"):
             choose_checkpoint([good(1)], max_failed_resumes=0)
+
+
+class TestResumeBlame:
+    """A run a machine killed says nothing about its checkpoint; a crash or hang may."""
+
+    def test_hardware_failures_are_not_the_checkpoints(self) -> None:
+        blamed = {kind.value for kind in FailureKind if resume_blamed(kind.value)}
+        assert {"gpu", "host-down", "building"}.isdisjoint(blamed)
+        assert {"crash", "hang"} <= blamed
