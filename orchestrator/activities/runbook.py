@@ -24,6 +24,7 @@ from orchestrator.models import (
     ServiceWeightChange,
     ShardMove,
 )
+from orchestrator.policy.snapshot import idle_regions
 from orchestrator.runbook.predicates import (
     Predicate,
     PredicateResult,
@@ -123,7 +124,9 @@ class RunbookActivities:
             return CheckResult(ok=True)
         topology = await self._fleet.topology()
         health = await self._fleet.health(inp.window_s)
-        results = evaluate_all(inp.predicates, health, topology.region_names)
+        # Regions the table sends nothing (drained by another run) have no data to judge.
+        idle = idle_regions(topology, await self._fleet.routing(), health)
+        results = evaluate_all(inp.predicates, health, topology.region_names, idle)
         selected = sorted({o.region for r in results for o in r.observations})
         return CheckResult(
             ok=all(r.ok for r in results),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -186,8 +186,27 @@ def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metr
     return Metrics()
 
 
-def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str]) -> PredicateResult:
-    """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet."""
+def _idle_passes(predicate: Predicate, region: str, idle: Collection[str]) -> bool:
+    """Whether no data in ``region`` passes ``predicate`` because routing sends it nothing.
+
+    Only for health metrics over several regions (``all``, ``others-of``): "every region
+    that receives traffic is healthy" holds in a region that receives none (drained by
+    another drain, or left a sliver by the rebalancer). A region named alone, or a
+    predicate on its rate, still needs data: "rps in eu-west > 0" must not pass on none.
+    """
+    several = predicate.region == "all" or predicate.region.startswith("others-of(")
+    return several and predicate.metric != "rps" and region in idle
+
+
+def evaluate(
+    predicate: Predicate,
+    health: HealthReport,
+    regions: Sequence[str],
+    idle: Collection[str] = (),
+) -> PredicateResult:
+    """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet,
+    ``idle`` those the routing sends under one request in the window (see
+    :func:`orchestrator.policy.snapshot.idle_regions`)."""
     if isinstance(predicate.value, str):
         raise ValueError(f"predicate {predicate.describe()!r} still holds an unbound parameter")
     compare = _OPS[predicate.op]
@@ -196,9 +215,8 @@ def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str])
         metrics = _metrics_for(health, region, predicate.service)
         value = getattr(metrics, predicate.metric)
         if value is None or metrics.missing:
-            observations.append(
-                Observation(region=region, value=None, ok=predicate.missing == "pass")
-            )
+            ok = predicate.missing == "pass" or _idle_passes(predicate, region, idle)
+            observations.append(Observation(region=region, value=None, ok=ok))
         else:
             observations.append(
                 Observation(region=region, value=value, ok=compare(value, predicate.value))
@@ -227,7 +245,10 @@ def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str])
 
 
 def evaluate_all(
-    predicates: Sequence[Predicate], health: HealthReport, regions: Sequence[str]
+    predicates: Sequence[Predicate],
+    health: HealthReport,
+    regions: Sequence[str],
+    idle: Collection[str] = (),
 ) -> list[PredicateResult]:
     """Every predicate's result, in order (callers decide whether one failure stops them)."""
-    return [evaluate(p, health, regions) for p in predicates]
+    return [evaluate(p, health, regions, idle) for p in predicates]
