@@ -189,13 +189,13 @@ def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metr
 def _idle_passes(predicate: Predicate, region: str, idle: Collection[str]) -> bool:
     """Whether no data in ``region`` passes ``predicate`` because routing sends it nothing.
 
-    Only for health metrics over several regions (``all``, ``others-of``): "every region
-    that receives traffic is healthy" holds in a region that receives none (drained by
-    another drain, or left a sliver by the rebalancer). A region named alone, or a
-    predicate on its rate, still needs data: "rps in eu-west > 0" must not pass on none.
+    Only for health metrics (latency, errors, utilization): "the regions that receive
+    traffic are healthy" holds in a region that receives none (drained by another drain,
+    left a sliver by the rebalancer, or the first 5% step of a small region's restore,
+    whose next step is judged on data). A predicate on the rate still needs data:
+    "rps in eu-west > 0" must not pass on none.
     """
-    several = predicate.region == "all" or predicate.region.startswith("others-of(")
-    return several and predicate.metric != "rps" and region in idle
+    return predicate.metric != "rps" and region in idle
 
 
 def evaluate(
