@@ -340,7 +340,7 @@ async def run(
             status = await rebalancer_status(handle)
         worker_errors = _worker_errors(workdir / "worker.log")
         audit = await fleet.audit()
-        published = await published_writes(client)
+        published = await published_writes(client, queue)
         check = check_routing(audit, topology, start_version, published)
         histories = await _histories(client, queue)
     finally:

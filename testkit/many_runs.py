@@ -142,11 +142,15 @@ async def start_load_test(
     )
 
 
-async def published_writes(client: Client, workflow_id: str = REBALANCER_ID) -> dict[str, int]:
-    """Idempotency key -> version, for every publish the rebalancer's runs record as done
-    (every run of it: continue-as-new starts new ones)."""
+async def published_writes(
+    client: Client, task_queue: str, workflow_id: str = REBALANCER_ID
+) -> dict[str, int]:
+    """Idempotency key -> version, for every publish the rebalancer's runs on ``task_queue``
+    record as done (every run of it: continue-as-new starts new ones; other deployments'
+    rebalancers on the same server have other queues)."""
     done: dict[str, int] = {}
-    async for execution in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+    query = f"WorkflowId = '{workflow_id}' AND TaskQueue = '{task_queue}'"
+    async for execution in client.list_workflows(query):
         handle = client.get_workflow_handle(workflow_id, run_id=execution.run_id)
         keys: dict[int, str] = {}
         async for event in handle.fetch_history_events():

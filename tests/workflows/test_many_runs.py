@@ -114,7 +114,9 @@ class TestManyRunsAtOnce:
         assert status.overrides == []
 
         audit = await stack.fleet.audit()
-        check = check_routing(audit, topology, start_version, await published_writes(stack.client))
+        check = check_routing(
+            audit, topology, start_version, await published_writes(stack.client, stack.task_queue)
+        )
         assert check.writers.keys() == {"rebalancer"}, check.writers
         assert check.stale_writes == [] and check.version_gaps == []
         assert check.duplicate_keys == [] and check.lost == []
