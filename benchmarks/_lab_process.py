@@ -30,7 +30,11 @@ def open_env() -> dict[str, str]:
 
 
 def spawn_lab(
-    config: Path, *, faults: bool = False, env: dict[str, str] | None = None
+    config: Path,
+    *,
+    faults: bool = False,
+    env: dict[str, str] | None = None,
+    mode: str = "live",
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start the lab on a free port; returns the process and its URL (not yet ready)."""
     port = free_port()
@@ -39,6 +43,8 @@ def spawn_lab(
             *CLI,
             "lab",
             "serve",
+            "--mode",
+            mode,
             *(["--faults"] if faults else []),
             "--port",
             str(port),

@@ -15,6 +15,8 @@ a sudden shift, but a drained region must not wait 40 epochs to be empty again.
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel, Field
 from temporalio import activity
 
@@ -22,7 +24,7 @@ from orchestrator.activities.errors import reported
 from orchestrator.exceptions import PolicyError, VersionConflict
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
-from orchestrator.models import RoutingWrite
+from orchestrator.models import HealthReport, RoutingTable, RoutingWrite, Topology
 from orchestrator.policy.rebalance_inputs import (
     FleetView,
     Override,
@@ -60,7 +62,7 @@ class EpochPlan(BaseModel):
     untrusted: bool = False
     note: str = ""
     view: FleetView | None = None
-    #: the checked solution, without per-PoP bucket lists (the fleet derives them)
+    #: the checked solution, without per-PoP outcomes (the fractions are the table)
     result: SolverResult | None = None
     #: the routing version went backwards since the last epoch: the fleet lost its state
     regression: str = ""
@@ -92,6 +94,65 @@ def urgent_constraints(constraints: Constraints) -> Constraints:
     )
 
 
+def plan(
+    inp: PlanEpochInput, topology: Topology, routing: RoutingTable, health: HealthReport
+) -> EpochPlan:
+    """One epoch's plan from what was read: the checked solution, or why the epoch skips."""
+    regression = ""
+    if inp.seen_version is not None and routing.version < inp.seen_version:
+        regression = (
+            f"routing version went backwards (v{routing.version} after "
+            f"v{inp.seen_version}): the fleet lost its state"
+        )
+        log.warning("fleet routing regressed", reason=regression)
+    constraints = urgent_constraints(inp.constraints) if inp.urgent else inp.constraints
+    try:
+        instance, view = build_instance(
+            topology, routing, health, inp.overrides, constraints, inp.service
+        )
+    except SkipEpoch as skip:
+        return EpochPlan(
+            routing_version=routing.version,
+            skip_reason=skip.reason,
+            untrusted=True,
+            regression=regression,
+        )
+    emergency = "" if inp.urgent else "; ".join(broken_holds(instance, inp.overrides))
+    if emergency:
+        log.warning("routing breaks a hold: emergency step", broken=emergency)
+        instance = instance.model_copy(update={"constraints": urgent_constraints(inp.constraints)})
+    try:
+        result = solve(instance)
+        check(instance, result)
+    except PolicyError as exc:
+        log.warning("epoch infeasible", reason=str(exc))
+        return EpochPlan(
+            routing_version=routing.version,
+            skip_reason=str(exc),
+            view=view,
+            regression=regression,
+            emergency=emergency,
+        )
+    note = ""
+    if inp.restore_fractions is not None:
+        restored = restore_table(instance, result, inp.restore_fractions)
+        if isinstance(restored, str):
+            note = f"previous table not restored ({restored}); solved instead"
+        else:
+            result, note = restored, "restored the table found before the override"
+    # Per-PoP outcomes repeat the fractions (with bucket lists): no workflow reads them, and
+    # at 1,000 PoPs they doubled the plan to 2.9 MB, past Temporal's 2 MB payload limit.
+    slim = result.model_copy(update={"pops": []})
+    return EpochPlan(
+        routing_version=routing.version,
+        view=view,
+        result=slim,
+        note=note,
+        regression=regression,
+        emergency=emergency,
+    )
+
+
 class RebalanceActivities:
     def __init__(self, fleet: Fleet) -> None:
         self._fleet = fleet
@@ -102,61 +163,10 @@ class RebalanceActivities:
         topology = await self._fleet.topology()
         routing = await self._fleet.routing()
         health = await self._fleet.health(inp.window_s)
-        regression = ""
-        if inp.seen_version is not None and routing.version < inp.seen_version:
-            regression = (
-                f"routing version went backwards (v{routing.version} after "
-                f"v{inp.seen_version}): the fleet lost its state"
-            )
-            log.warning("fleet routing regressed", reason=regression)
-        constraints = urgent_constraints(inp.constraints) if inp.urgent else inp.constraints
-        try:
-            instance, view = build_instance(
-                topology, routing, health, inp.overrides, constraints, inp.service
-            )
-        except SkipEpoch as skip:
-            return EpochPlan(
-                routing_version=routing.version,
-                skip_reason=skip.reason,
-                untrusted=True,
-                regression=regression,
-            )
-        emergency = "" if inp.urgent else "; ".join(broken_holds(instance, inp.overrides))
-        if emergency:
-            log.warning("routing breaks a hold: emergency step", broken=emergency)
-            instance = instance.model_copy(
-                update={"constraints": urgent_constraints(inp.constraints)}
-            )
-        try:
-            result = solve(instance)
-            check(instance, result)
-        except PolicyError as exc:
-            log.warning("epoch infeasible", reason=str(exc))
-            return EpochPlan(
-                routing_version=routing.version,
-                skip_reason=str(exc),
-                view=view,
-                regression=regression,
-                emergency=emergency,
-            )
-        note = ""
-        if inp.restore_fractions is not None:
-            restored = restore_table(instance, result, inp.restore_fractions)
-            if isinstance(restored, str):
-                note = f"previous table not restored ({restored}); solved instead"
-            else:
-                result, note = restored, "restored the table found before the override"
-        slim = result.model_copy(
-            update={"pops": [p.model_copy(update={"buckets": None}) for p in result.pops]}
-        )
-        return EpochPlan(
-            routing_version=routing.version,
-            view=view,
-            result=slim,
-            note=note,
-            regression=regression,
-            emergency=emergency,
-        )
+        # The solve takes seconds at 1,000 PoPs x 50 regions; on the worker's event loop it
+        # held up every workflow task and activity of the worker for that long
+        # (benchmarks/many_runs.py), so it runs in a thread.
+        return await asyncio.to_thread(plan, inp, topology, routing, health)
 
     @activity.defn(name="publish_routing")
     @reported

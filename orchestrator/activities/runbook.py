@@ -24,6 +24,7 @@ from orchestrator.models import (
     ServiceWeightChange,
     ShardMove,
 )
+from orchestrator.policy.snapshot import idle_regions
 from orchestrator.runbook.predicates import (
     Predicate,
     PredicateResult,
@@ -124,8 +125,10 @@ class RunbookActivities:
         topology = await self._fleet.topology()
         health = await self._fleet.health(inp.window_s)
         buildings = {b.name: b.region for b in topology.buildings}
+        # Regions the table sends nothing (drained by another run) have no data to judge.
+        idle = idle_regions(topology, await self._fleet.routing(), health)
         try:
-            results = evaluate_all(inp.predicates, health, topology.region_names, buildings)
+            results = evaluate_all(inp.predicates, health, topology.region_names, buildings, idle)
         except ValueError as exc:
             raise InvalidInstance(str(exc)) from None
         selected = sorted({o.region for r in results for o in r.observations})

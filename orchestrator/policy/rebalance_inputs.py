@@ -22,7 +22,7 @@ from orchestrator.models import (
     StrictModel,
     Topology,
 )
-from orchestrator.policy.snapshot import traffic_shares
+from orchestrator.policy.snapshot import idle_regions
 from orchestrator.policy.taiji import fraction_violations
 from orchestrator.policy.taiji_model import (
     Constraints,
@@ -113,14 +113,15 @@ def fleet_view(
     topology: Topology, routing: RoutingTable, health: HealthReport, service: str = "web"
 ) -> FleetView:
     """Per region capacity, load and utilization, raising :class:`SkipEpoch` on bad data."""
-    routed = traffic_shares(topology, routing)
+    idle = idle_regions(topology, routing, health)
     regions = []
     for region in topology.regions:
         rps, utilization, samples = _service_metrics(health, region.name, service)
         capacity = region.capacity_rps.get(service, 0.0)
-        if samples == 0 and routed.get(region.name, 0.0) == 0.0:
-            # Silent because the table sends it nothing (drained by an override):
-            # that is a known zero, not missing data.
+        if samples == 0 and region.name in idle:
+            # Silent because the table sends it (next to) nothing: drained by an override,
+            # or a sliver of one PoP under one request per window. A known zero, not
+            # missing data (many drains and load tests at once leave such slivers).
             rps, utilization = 0.0, 0.0
         elif region.status is RegionStatus.ACTIVE:
             if samples == 0 or utilization is None or rps is None:

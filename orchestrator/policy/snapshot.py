@@ -8,7 +8,7 @@ from pydantic import Field
 
 from orchestrator.models import HealthReport, RegionStatus, RoutingTable, StrictModel, Topology
 
-__all__ = ["FleetSnapshot", "RegionSnapshot", "summarize"]
+__all__ = ["FleetSnapshot", "RegionSnapshot", "idle_regions", "summarize", "traffic_shares"]
 
 
 class RegionSnapshot(StrictModel):
@@ -44,6 +44,22 @@ def traffic_shares(topology: Topology, routing: RoutingTable) -> dict[str, float
             if region in shares:
                 shares[region] += pop.demand_weight * fraction / total
     return shares
+
+
+def idle_regions(topology: Topology, routing: RoutingTable, health: HealthReport) -> set[str]:
+    """Regions the routing table sends under one request in the health window.
+
+    Their silence is the table's doing (a region drained by an override, the sliver of
+    one PoP a solver left there), so a check that finds no data there has nothing to
+    judge rather than data missing. Demand is what the edge observed (the PoPs' rps,
+    else the regions'); with none observed, only regions the table sends nothing are idle.
+    """
+    shares = traffic_shares(topology, routing)
+    demand = sum(p.rps for p in health.pops if p.rps) or sum(r.rps for r in health.regions if r.rps)
+    expected = {r: share * demand * health.window_s for r, share in shares.items()}
+    if demand <= 0:
+        return {r for r, share in shares.items() if share <= 0.0}
+    return {r for r, n in expected.items() if n < 1.0}
 
 
 def summarize(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -213,14 +213,28 @@ def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metr
     return Metrics()
 
 
+def _idle_passes(predicate: Predicate, region: str, idle: Collection[str]) -> bool:
+    """Whether no data in ``region`` passes ``predicate`` because routing sends it nothing.
+
+    Only for health metrics (latency, errors, utilization): "the regions that receive
+    traffic are healthy" holds in a region that receives none (drained by another drain,
+    left a sliver by the rebalancer, or the first 5% step of a small region's restore,
+    whose next step is judged on data). A predicate on the rate still needs data:
+    "rps in eu-west > 0" must not pass on none.
+    """
+    return predicate.metric != "rps" and region in idle
+
+
 def evaluate(
     predicate: Predicate,
     health: HealthReport,
     regions: Sequence[str],
     buildings: Mapping[str, str] | None = None,
+    idle: Collection[str] = (),
 ) -> PredicateResult:
     """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet,
-    ``buildings`` every building's region."""
+    ``buildings`` every building's region, ``idle`` the regions the routing sends under one
+    request in the window (see :func:`orchestrator.policy.snapshot.idle_regions`)."""
     if isinstance(predicate.value, str):
         raise ValueError(f"predicate {predicate.describe()!r} still holds an unbound parameter")
     compare = _OPS[predicate.op]
@@ -229,9 +243,8 @@ def evaluate(
         metrics = _metrics_for(health, region, predicate.service)
         value = getattr(metrics, predicate.metric)
         if value is None or metrics.missing:
-            observations.append(
-                Observation(region=region, value=None, ok=predicate.missing == "pass")
-            )
+            ok = predicate.missing == "pass" or _idle_passes(predicate, region, idle)
+            observations.append(Observation(region=region, value=None, ok=ok))
         else:
             observations.append(
                 Observation(region=region, value=value, ok=compare(value, predicate.value))
@@ -264,6 +277,7 @@ def evaluate_all(
     health: HealthReport,
     regions: Sequence[str],
     buildings: Mapping[str, str] | None = None,
+    idle: Collection[str] = (),
 ) -> list[PredicateResult]:
     """Every predicate's result, in order (callers decide whether one failure stops them)."""
-    return [evaluate(p, health, regions, buildings) for p in predicates]
+    return [evaluate(p, health, regions, buildings, idle) for p in predicates]

@@ -215,6 +215,23 @@ class TestPredicates:
         assert "no data" in evaluate(strict, report, ["a"]).message
         assert evaluate(lenient, report, ["a"]).ok
 
+    def test_no_data_in_an_idle_region_passes_health_predicates(self) -> None:
+        # b is drained by another run: routing sends it nothing, so it has nothing to judge
+        report = health(a__web=(10, 120.0, None), b__web=(None, None, None))
+        others = Predicate.model_validate("p99_ms of web in others-of(c) < 250")
+        assert not evaluate(others, report, ["a", "b", "c"]).ok
+        assert evaluate(others, report, ["a", "b", "c"], idle={"b"}).ok
+        every = Predicate.model_validate("p99_ms of web in all < 250")
+        assert evaluate(every, report, ["a", "b"], idle={"b"}).ok
+        named = Predicate.model_validate("error_rate of web in b < 0.01")
+        assert evaluate(named, report, ["a", "b"], idle={"b"}).ok
+        # its rate still needs data: "rps > 0" must not pass on none
+        rate = Predicate.model_validate("rps of web in b > 0")
+        assert not evaluate(rate, report, ["a", "b"], idle={"b"}).ok
+        # data in an idle region is judged as usual
+        slow = health(a__web=(10, 120.0, None), b__web=(1, 900.0, None))
+        assert not evaluate(others, slow, ["a", "b", "c"], idle={"b"}).ok
+
     def test_region_aggregate_and_unbound_refused(self) -> None:
         report = health(a__web=(1, 1.0, None))
         assert evaluate(Predicate.model_validate("p99_ms in all < 150"), report, ["a"]).ok

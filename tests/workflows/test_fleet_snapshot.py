@@ -7,6 +7,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.fleet_reads import FleetReadActivities
 from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.memory import MemoryFleet
 from orchestrator.lab.server import LabThread
 from tests.fixtures.temporal import new_worker
 from workflows.fleet_snapshot import FleetSnapshotInput, FleetSnapshotWorkflow
@@ -42,3 +43,17 @@ class TestFleetSnapshot:
         self, time_env: WorkflowEnvironment, model_lab: LabThread
     ) -> None:
         await snapshot_on(time_env, model_lab)
+
+
+class TestReadRoutingCarriesNoBuckets:
+    """The routing a workflow reads is the fractions only: bucket lists (which the fleet
+    realises) would make every read a payload of PoPs x buckets entries."""
+
+    async def test_buckets_left_out(self) -> None:
+        fleet = MemoryFleet()
+        try:
+            assert (await fleet.routing()).buckets is not None
+            table = await FleetReadActivities(fleet).read_routing()
+            assert table.buckets is None and table.fractions == (await fleet.routing()).fractions
+        finally:
+            await fleet.aclose()
