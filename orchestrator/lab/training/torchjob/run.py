@@ -14,6 +14,7 @@ from pathlib import Path
 from orchestrator.lab.training.runs import Run
 from orchestrator.lab.training.torchjob.args import WorkerArgs
 from orchestrator.lab.training.torchjob.launch import TorchJob
+from orchestrator.lab.training.torchjob.ranks import read_host_step_ms, write_slow_factor
 
 __all__ = ["TorchRun"]
 
@@ -66,6 +67,15 @@ class TorchRun(Run):
     def kill_rank(self, rank: int) -> int:
         """The "one rank SIGKILLed" fault: the worker dies, its agent stays."""
         return self.job.kill_rank(rank, signal.SIGKILL)
+
+    def set_slow_factor(self, factor: float) -> None:
+        """The straggler fault: the last rank's host computes ``factor`` times slower."""
+        write_slow_factor(self.workdir, self.job.args.hosts[-1], factor)
+
+    def host_step_ms(self) -> dict[str, float] | None:
+        # Fresh within three heartbeats: a rank that stopped reporting is not timed.
+        args = self.job.args
+        return read_host_step_ms(args.workdir, args.hosts, 3 * args.heartbeat_s) or None
 
     def pause(self) -> None:
         # A hung rank: SIGSTOP the last one; every other rank blocks in all-reduce,
