@@ -42,10 +42,23 @@ class TorchRun(Run):
             # collective timeout). Take the rest down now, so a restart never races them.
             self.job.kill()
             return True
-        return False
+        return self._done()
+
+    def _done(self) -> bool:
+        """Rank 0 wrote the final progress: every step run, the last checkpoint committed.
+
+        The agents may take seconds more to exit (each waits for the others at torchrun's
+        exit barrier; on a loaded machine a finished job sat 6 s there and read as hung):
+        the job is finished now, not when the last agent is gone.
+        """
+        progress = self.job.progress()
+        return progress is not None and progress.step >= self.job.args.total_steps
 
     def finished(self) -> bool:
-        return self.job.returncodes() == [0] * len(self.job.agents)
+        codes = self.job.returncodes()
+        return all(code in (None, 0) for code in codes) and (
+            codes == [0] * len(codes) or self._done()
+        )
 
     def checkpoint_step(self) -> int | None:
         beat = self.job.heartbeat()
