@@ -77,7 +77,7 @@ async def _until_recovered(client: Any, at: datetime, timeout_s: float) -> Failu
 
 
 def _row(kind: str, at: datetime, f: FailureRecord) -> dict[str, Any]:
-    assert f.decided_at is not None and f.recovered_at is not None
+    assert f.decided_at is not None and f.recovered_at is not None and f.restarted_at
     return {
         "fault": kind,
         "number": f.number,
@@ -86,6 +86,8 @@ def _row(kind: str, at: datetime, f: FailureRecord) -> dict[str, Any]:
         "detect_s": (f.detected_at - at).total_seconds(),
         "decide_s": (f.decided_at - f.detected_at).total_seconds(),
         "restart_s": (f.recovered_at - f.decided_at).total_seconds(),
+        # the lab's start call (the workflow's start activity): decided -> job launched
+        "start_call_s": (f.restarted_at - f.decided_at).total_seconds(),
         "mttr_s": (f.recovered_at - at).total_seconds(),
         "resumed_from_step": f.resumed_from_step,
         "lost_steps": f.lost_steps,
