@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
     print_table(out)
+    print(f"wrote {ns.out} in {out['elapsed_s']:.0f} s")
     return out
 
 
@@ -245,7 +246,6 @@ def print_table(out: dict[str, Any]) -> None:
                 )
             )
         print(f"  finished: {out[arm]['finished']}")
-    print(f"wrote {RESULTS.name} in {out['elapsed_s']:.0f} s")
 
 
 if __name__ == "__main__":
