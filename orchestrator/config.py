@@ -24,7 +24,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from temporalio.envconfig import ClientConfigProfile
 
 from orchestrator.exceptions import ConfigError
@@ -54,6 +62,9 @@ _ENV_NAMES: dict[str, str] = {
     "ORCHESTRATOR_HAPROXY_TOPOLOGY": "haproxy_topology",
     "ORCHESTRATOR_HAPROXY_SERVER": "haproxy_server",
     "ORCHESTRATOR_HAPROXY_FULL_WEIGHT": "haproxy_full_weight",
+    "ORCHESTRATOR_HEALTH": "health",
+    "ORCHESTRATOR_PROMETHEUS_URL": "prometheus_url",
+    "ORCHESTRATOR_HEALTH_QUERIES": "health_queries",
 }
 _SETTING_TO_ENV = {v: k for k, v in _ENV_NAMES.items()}
 
@@ -131,6 +142,14 @@ class Settings(BaseModel):
     haproxy_server: str = "{service}/{region}"
     #: the HAProxy weight of a pool at weight 1.0 (HAProxy weights are 0..256)
     haproxy_full_weight: int = Field(default=100, ge=1, le=256)
+    #: where gates, load tests and the rebalancer read health: the fleet's own
+    #: ``health`` call, or PromQL against a Prometheus (docs/metrics.md)
+    health: Literal["fleet", "prometheus"] = "fleet"
+    #: the Prometheus to ask; overrides the ``url`` of the queries file
+    prometheus_url: str | None = None
+    #: which PromQL answers which number (orchestrator/promhealth/config.py); default:
+    #: the queries for services exporting the lab's counters and histograms
+    health_queries: Path | None = None
 
     @field_validator("fleet_url")
     @classmethod
@@ -138,6 +157,22 @@ class Settings(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return None if value is None else value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _prometheus_named(self) -> Settings:
+        if self.health == "prometheus" and not (self.prometheus_url or self.health_queries):
+            raise ValueError(
+                "prometheus_url: required with ORCHESTRATOR_HEALTH=prometheus (or a "
+                "queries file naming its url in ORCHESTRATOR_HEALTH_QUERIES)"
+            )
+        return self
 
     @field_validator("haproxy_server")
     @classmethod
@@ -245,6 +280,10 @@ def load_settings(
         error = exc.errors()[0]
         name = str(error["loc"][0]) if error["loc"] else "settings"
         reason = error["msg"].removeprefix("Value error, ")
+        field, sep, rest = reason.partition(": ")
+        if not error["loc"] and sep and field in _SETTING_TO_ENV:
+            # a rule across settings names the one to set in its message
+            name, reason = field, rest
         raise ConfigError(_SETTING_TO_ENV.get(name, name), reason) from None
     except TypeError as exc:
         raise ConfigError("ORCHESTRATOR_CONFIG", str(exc)) from None

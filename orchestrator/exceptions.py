@@ -17,6 +17,8 @@
     │   ├── InvalidInstance ......... its input is inconsistent (names the field)
     │   └── Infeasible .............. no answer meets the constraints (names the binding one)
     ├── UnsafeRequest ............... refused: it would leave too little capacity
+    │   ├── GpuCapacityShort ........ training jobs could not keep their size off a building
+    │   └── HostsBusy ............... a host to quarantine still runs a training job
     ├── OverrideConflict ............ refused: another owner holds the region
     ├── RunbookError ................ a runbook is invalid or cannot run
     └── StillWaiting ................ a poll found nothing yet: its retry policy polls again
@@ -36,6 +38,8 @@ __all__ = [
     "FleetRejected",
     "FleetUnauthorized",
     "FleetUnavailable",
+    "GpuCapacityShort",
+    "HostsBusy",
     "Infeasible",
     "InvalidInstance",
     "InvalidRequest",
@@ -144,6 +148,16 @@ class UnsafeRequest(OrchestratorError):
     """Refused because it would leave the fleet short of capacity."""
 
 
+class GpuCapacityShort(UnsafeRequest):
+    """Refused: moving training jobs off a building would leave some job waiting or
+    shrunk (too few free GPU hosts outside), and the run has no approval for that."""
+
+
+class HostsBusy(UnsafeRequest):
+    """Refused: a host to quarantine still runs a training job; move the job first
+    (through its supervisor), never behind its back."""
+
+
 class OverrideConflict(OrchestratorError):
     """Refused because another owner holds an override on the region."""
 
@@ -177,6 +191,8 @@ NON_RETRYABLE_ERROR_TYPES: list[str] = sorted(
         InvalidInstance,
         Infeasible,
         UnsafeRequest,
+        GpuCapacityShort,
+        HostsBusy,
         OverrideConflict,
         RunbookError,
     )

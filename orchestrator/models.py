@@ -84,6 +84,10 @@ class Service(StrictModel):
 class Building(StrictModel):
     name: str = Field(min_length=1)
     region: str
+    #: share of its region's serving capacity the building holds; None: an equal split
+    share: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: False while the building has no power: its share serves nothing
+    powered: bool = True
 
 
 class Region(StrictModel):
@@ -138,6 +142,20 @@ class Topology(StrictModel):
     @property
     def region_names(self) -> list[str]:
         return [r.name for r in self.regions]
+
+    def building(self, name: str) -> Building:
+        for building in self.buildings:
+            if building.name == name:
+                return building
+        raise KeyError(name)
+
+    def building_share(self, name: str) -> float:
+        """The share of its region's serving capacity building ``name`` holds."""
+        building = self.building(name)
+        if building.share is not None:
+            return building.share
+        peers = [b for b in self.buildings if b.region == building.region]
+        return 1.0 / len(peers)
 
 
 # --- routing ----------------------------------------------------------------

@@ -55,6 +55,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
     from orchestrator.activities.runbook import RunbookActivities
     from orchestrator.activities.training import TrainingActivities
+    from orchestrator.activities.training_moves import TrainingMoveActivities
 
     reads = FleetReadActivities(ctx.fleet)
     rebalance = RebalanceActivities(ctx.fleet)
@@ -63,6 +64,7 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
     runbook = RunbookActivities(ctx.fleet, ctx.settings.state_dir)
     load_test = LoadTestActivities(ctx.fleet)
     training = TrainingActivities(ctx.fleet)
+    moves = TrainingMoveActivities(ctx.fleet, ctx.client)
     drain = DrainActivities(ctx.fleet, ctx.client)
     drill = DrillActivities(ctx.client)
     return [
@@ -95,11 +97,17 @@ def activities(ctx: ActivityContext) -> list[Callable[..., Any]]:
         load_test.write_directly,
         training.watch,
         training.stop,
+        training.checkpoint_stop,
         training.quarantine,
         training.read,
         training.start,
         training.await_progress,
         training.alert,
+        moves.plan,
+        moves.move,
+        moves.hosts,
+        moves.quarantine,
+        moves.release,
         drill.blockers,
         drill.history,
     ]

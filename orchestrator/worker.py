@@ -13,9 +13,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from orchestrator import registry
 from orchestrator.config import Settings
-from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
+from orchestrator.promhealth.configured import fleet_from_settings
 from orchestrator.temporal import connect, metrics_runtime
 
 __all__ = ["HEARTBEAT_THROTTLE", "build_worker", "run_worker", "sandbox_runner"]

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
     )
     from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
-    from orchestrator.runbook.spec import RunbookKind, Task
+    from orchestrator.runbook.spec import ParamType, RunbookKind, Task
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
     from workflows import observe
     from workflows.runbook_checks import RunbookChecks
@@ -48,7 +48,9 @@ with workflow.unsafe.imports_passed_through():
         CANCELLATION,
         RECORDS_PATCH,
         TRUTH_PATCH,
+        TaskFailed,
         admit_drain,
+        building_of,
         drain_record,
         restore_records,
     )
@@ -171,6 +173,23 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         attrs = [RUNBOOK.value_set(rb.name), RUN_KIND.value_set(rb.kind.value)]
         param = rb.parameters.get("region")
         region = str(param.default) if param is not None and param.default else None
+        building = next(
+            (
+                str(p.default)
+                for p in rb.parameters.values()
+                if p.type is ParamType.BUILDING and p.default
+            ),
+            "",
+        )
+        if region is None and building:
+            # A building's runbook is about its region: the search attribute, the drain
+            # record its restore reads and the capacity check all go by the region.
+            try:
+                region, _ = await building_of(building)
+            except TaskFailed as exc:
+                raise ApplicationError(
+                    exc.reason, type="InvalidInstance", non_retryable=True
+                ) from None
         if region is not None:
             attrs.append(REGION.value_set(region))
         workflow.upsert_search_attributes(attrs)
@@ -192,7 +211,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
                 else f"{record.note}: restoring to the runbook's values"
             )
         if rb.kind == RunbookKind.DRAIN and region is not None:
-            refusal = await admit_drain(region, inp.target_utilization)
+            refusal = await admit_drain(region, inp.target_utilization, building)
             if refusal is not None:
                 self.state = RunOutcome.REFUSED
                 self._event(refusal)

@@ -38,12 +38,21 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import Runbook, RunMode, Task
     from workflows.runbook_children import ChildTemplates
     from workflows.runbook_state import StateTemplates
-    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, check, step_summary
+    from workflows.runbook_steps import (
+        RETRY,
+        SHORT,
+        TaskFailed,
+        building_of,
+        cancellation,
+        check,
+        step_summary,
+    )
+    from workflows.runbook_training import TrainingTemplates
 
 __all__ = ["RETRY", "TaskFailed", "TemplateExecutor", "check"]
 
 
-class TemplateExecutor(StateTemplates, ChildTemplates):
+class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
     """Applies one step of a task's template and records its undo."""
 
     def __init__(
@@ -77,7 +86,16 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
     async def _traffic_shift(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        recorded = self._recorded(task.id, "traffic_release", region=args.region)
+        region, share = args.region, 1.0
+        if args.building is not None:
+            if state.undo is None:
+                region, share = await building_of(args.building)
+            else:
+                region, share = state.undo.args["region"], state.undo.args["building_share"]
+        # A building's share of its region's traffic moves and the rest stays (a region's
+        # share is 1: the ratio is the region's).
+        keep = 1.0 - share * (1.0 - args.ratio)
+        recorded = self._recorded(task.id, "traffic_release", region=region)
         if state.undo is None:
             status = await workflow.execute_activity_method(
                 OverrideActivities.status,
@@ -95,38 +113,38 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 summary=step_summary(),
                 cancellation_type=cancellation(),
             )
-            start = status.shares.get(args.region, 0.0)
-            held = any(o.region == args.region for o in status.overrides)
+            start = status.shares.get(region, 0.0)
+            held = any(o.region == region for o in status.overrides)
             # A restore lifts a hold, so "normal" is the share the drain found before it
             # (or, with no record of it, the region's fair share of capacity).
-            normal = status.capacity_shares.get(args.region, start) if held else start
+            normal = status.capacity_shares.get(region, start) if held else start
             if recorded is not None:
                 normal = recorded.args["normal"]
-            state.undo = Undo(
-                template="traffic_release",
-                args={
-                    "region": args.region,
-                    "start": start,
-                    "normal": normal,
-                    "held": held,
-                    "table": table.fractions,
-                },
-            )
+            undo_args = {
+                "region": region,
+                "start": start,
+                "normal": normal,
+                "held": held,
+                "table": table.fractions,
+            }
+            if args.building is not None:
+                undo_args |= {"building": args.building, "building_share": share}
+            state.undo = Undo(template="traffic_release", args=undo_args)
         start, normal = state.undo.args["start"], state.undo.args["normal"]
-        target = args.ratio * normal
+        target = keep * normal
         if point >= 1.0 and args.ratio >= 1.0:
             # The table the drain found, if the fleet can still take it; else a re-solve.
             found = None
             if recorded is not None and not recorded.args.get("held"):
                 found = recorded.args.get("table")
-            await self._release(args.region, found)
+            await self._release(region, found)
             return
         share = max(0.0, min(1.0, start + point * (target - start)))
         await workflow.execute_activity_method(
             OverrideActivities.request,
             SetOverrideInput(
-                region=args.region,
-                owner=override_owner(args.region),
+                region=region,
+                owner=override_owner(region),
                 reason=f"{self.key_prefix}/{task.id} step {step}",
                 max_share=share,
             ),
@@ -246,5 +264,7 @@ class TemplateExecutor(StateTemplates, ChildTemplates):
                 )
             case "runbook":
                 await self._undo_runbook(task_id, a)
+            case "hosts_release" | "hosts_quarantine":
+                await self._undo_hosts(key, undo)
             case _:
                 raise TaskFailed(f"no undo for {undo.template}")

@@ -13,6 +13,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.drain import DrainActivities, DrainCheckInput, DrainRecordInput
+    from orchestrator.activities.fleet_reads import FleetReadActivities
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import CheckInput, CheckResult, RunbookActivities
     from orchestrator.contracts.runbook import DrainRecord, TaskPhase, TaskState, Undo
@@ -34,6 +35,7 @@ __all__ = [
     "TaskFailed",
     "failure_reason",
     "admit_drain",
+    "building_of",
     "check",
     "drain_record",
     "restore_records",
@@ -116,15 +118,36 @@ async def check(predicates: list[Predicate], window_s: float | None = None) -> C
     )
 
 
-async def admit_drain(region: str, target: float) -> str | None:
+async def building_of(name: str) -> tuple[str, float]:
+    """The region of building ``name`` and the share of the region's capacity it holds,
+    from the fleet's topology; :class:`TaskFailed` naming the field when there is none."""
+    topology = await workflow.execute_activity_method(
+        FleetReadActivities.read_topology,
+        start_to_close_timeout=SHORT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=RETRY,
+        summary=step_summary(),
+        cancellation_type=cancellation(),
+    )
+    try:
+        building = topology.building(name)
+    except KeyError:
+        known = ", ".join(b.name for b in topology.buildings) or "none"
+        raise TaskFailed(f"building: unknown building {name!r} (known: {known})") from None
+    return building.region, topology.building_share(name)
+
+
+async def admit_drain(region: str, target: float, building: str = "") -> str | None:
     """None when the other regions can take ``region``'s load (with any running
-    drains); else the refusal, with the numbers. Runs before anything changes."""
+    drains), or only ``building``'s share of it when given; else the refusal, with the
+    numbers. Runs before anything changes."""
     info = workflow.info()
     try:
         forecast = await workflow.execute_activity_method(
             DrainActivities.check_capacity,
             DrainCheckInput(
                 region=region,
+                building=building,
                 workflow_id=info.workflow_id,
                 target=target,
                 task_queue=info.task_queue,

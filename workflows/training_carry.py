@@ -23,6 +23,8 @@ from orchestrator.policy.recovery_models import QuarantinePolicy
 
 __all__ = ["carry", "observed_ettr_carried"]
 
+_KEEP_MOVES = 20
+
 
 def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
     """The input continue-as-new carries: the newest records in full, totals over the rest,
@@ -41,6 +43,8 @@ def carry(inp: SupervisorInput, now: datetime) -> SupervisorInput:
             "totals": totals,
             "attempts": attempts,
             "quarantine": quarantine,
+            # the newest moves keep their request ids answering (a retried Update)
+            "moves": inp.moves[-_KEEP_MOVES:],
         }
     )
 

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.temporal import OUTCOME
     from workflows import observe
     from workflows.training_carry import carry, observed_ettr_carried
+    from workflows.training_move import PlannedMoves
     from workflows.training_recovery import (
         MUTATION_RETRY,
         TrainingRecoveryWorkflow,
@@ -88,8 +89,9 @@ def ettr_so_far(
 
 
 @workflow.defn
-class TrainingJobSupervisorWorkflow:
+class TrainingJobSupervisorWorkflow(PlannedMoves):
     def __init__(self) -> None:
+        self._init_moves()
         self._inp: SupervisorInput | None = None
         self._state = SupervisorState.WATCHING
         self._step = 0
@@ -121,6 +123,7 @@ class TrainingJobSupervisorWorkflow:
             lost_steps=[f.lost_steps for f in failures],
             totals=totals_of(None, []) if inp is None else totals_of(inp.totals, inp.failures),
             dropped=0 if inp is None or inp.totals is None else inp.totals.records,
+            moves=[] if inp is None else list(inp.moves),
         )
 
     @workflow.run
@@ -135,11 +138,22 @@ class TrainingJobSupervisorWorkflow:
             if recoveries_this_run >= inp.failures_per_run or (
                 workflow.info().is_continue_as_new_suggested()
             ):
+                # A move asked for (or under way) finishes in this run: its Update would
+                # otherwise be left unanswered by continue-as-new.
+                if self._state is SupervisorState.RECOVERING:
+                    self._state = SupervisorState.WATCHING
+                await workflow.wait_condition(lambda: self.move_calls == 0)
                 if self._bounded:
                     inp = carry(inp, workflow.now())
                 workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
+            epoch = self.move_epoch
             watch = await self._watch(inp)
+            if self.moving or epoch != self.move_epoch:
+                # A planned move (move_job) stopped and restarted the job meanwhile: what
+                # this watch saw is the move's doing, not a failure. Watch the new run.
+                await workflow.wait_condition(lambda: not self.moving)
+                continue
             job = watch.job
             self._step, self._total, self._step_s = job.step, job.total_steps, job.step_s
             self._close_attempt(inp, job.step, job.checkpoint_step)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from orchestrator.activities.errors import reported
-from orchestrator.exceptions import FleetNotFound, UnsafeRequest
+from orchestrator.exceptions import FleetNotFound, InvalidInstance, UnsafeRequest
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.models import (
     BatchJobAction,
@@ -123,7 +123,11 @@ class RunbookActivities:
             return CheckResult(ok=True)
         topology = await self._fleet.topology()
         health = await self._fleet.health(inp.window_s)
-        results = evaluate_all(inp.predicates, health, topology.region_names)
+        buildings = {b.name: b.region for b in topology.buildings}
+        try:
+            results = evaluate_all(inp.predicates, health, topology.region_names, buildings)
+        except ValueError as exc:
+            raise InvalidInstance(str(exc)) from None
         selected = sorted({o.region for r in results for o in r.observations})
         return CheckResult(
             ok=all(r.ok for r in results),

@@ -201,6 +201,15 @@ class TrainingActivities:
         result = await self._fleet.stop_training_job(inp.job, idempotency_key=inp.idempotency_key)
         return Stamped(result=result, at=self._clock())
 
+    @activity.defn(name="training_checkpoint_stop")
+    @reported
+    async def checkpoint_stop(self, inp: MutationInput) -> Stamped:
+        """Checkpoint at the current step, then stop (a planned move's first change)."""
+        result = await self._fleet.stop_training_job(
+            inp.job, idempotency_key=inp.idempotency_key, checkpoint=True
+        )
+        return Stamped(result=result, at=self._clock())
+
     @activity.defn(name="training_quarantine")
     @reported
     async def quarantine(self, inp: QuarantineInput) -> Stamped:

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from orchestrator.contracts.drain import DrainCheckInput
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
 from orchestrator.contracts.runbook import override_owner
+from orchestrator.exceptions import InvalidInstance
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.policy.drain_capacity import DrainForecast, check_drain_capacity, forecast_drain
 from orchestrator.temporal import REGION
@@ -73,12 +74,29 @@ async def drain_forecast(
         # The region's own hold (a finished earlier drain of it) is not a second drain.
         del running[inp.region]
     topology = await fleet.topology()
+    moving: dict[str, float] = {}
+    if inp.building:
+        try:
+            building = topology.building(inp.building)
+        except KeyError:
+            raise InvalidInstance(f"building: unknown building {inp.building!r}") from None
+        if building.region != inp.region:
+            raise InvalidInstance(
+                f"building: {inp.building} is in {building.region}, not {inp.region}"
+            )
+        moving[inp.region] = topology.building_share(inp.building)
     health = await fleet.health()
     # The routing table lets the check estimate a drained region whose health is missing.
     routing = await fleet.routing()
     others = sorted(running)
     check_or_forecast = check_drain_capacity if check else forecast_drain
     forecast = check_or_forecast(
-        topology, health, [inp.region], others, target=inp.target, routing=routing
+        topology,
+        health,
+        [inp.region],
+        others,
+        target=inp.target,
+        routing=routing,
+        moving_share=moving,
     )
     return forecast, running

@@ -22,7 +22,9 @@ def demo(
     lab_port: int = typer.Option(8080, "--lab-port", min=1, max=65535),
     rps: float = typer.Option(120.0, "--rps", min=10.0, help="Locust traffic, requests/s."),
     only: list[str] = typer.Option(
-        [], "--only", help="Run only these scenarios: rebalance, loadtest, drain, training."
+        [],
+        "--only",
+        help="Run only these scenarios: rebalance, loadtest, drain, training, building.",
     ),
 ) -> None:
     """Run the main scenario: rebalance, load test, drain and restore, training recovery."""

@@ -21,6 +21,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.clients.drains import drain_forecast
+from orchestrator.commands.gpu_forecast import gpu_forecasts, print_gpu_forecasts
 from orchestrator.commands.known import check_known
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.rebalance_control import require_rebalancer
@@ -38,8 +39,8 @@ from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.drain import DrainCheckInput
 from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
-from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast
+from orchestrator.promhealth.configured import fleet_from_settings
 
 __all__ = ["RUNBOOKS_DIR", "register", "shifts_traffic"]
 
@@ -95,16 +96,27 @@ def register(app: typer.Typer) -> None:
         runbook: Path = typer.Option(RUNBOOKS_DIR / "region-drain.yaml", "--runbook"),
         by: str | None = AS_OPTION,
         as_json: bool = JSON_OPTION,
+        building: str | None = typer.Option(
+            None,
+            "--building",
+            help="Drain only this building's share of REGION: the runbook takes a `building` "
+            "parameter instead of `region` (workflow id drain-BUILDING).",
+        ),
     ) -> None:
         """Drain REGION with the region-drain runbook (workflow id drain-REGION)."""
-        inp = prepare(runbook, {**parse_params(params), "region": region}, mode, who(by), target)
-        wid = f"drain-{region}"
+        target_param = {"building": building} if building else {"region": region}
+        inp = prepare(runbook, {**parse_params(params), **target_param}, mode, who(by), target)
+        wid = f"drain-{building or region}"
 
         async def body(client: Client, settings: Settings) -> Any:
-            await check_known(settings, regions=[region])
+            await check_known(settings, regions=[region], buildings=[building] if building else [])
             fleet = fleet_from_settings(settings)
             check = DrainCheckInput(
-                region=region, workflow_id=wid, target=target, task_queue=settings.task_queue
+                region=region,
+                building=building or "",
+                workflow_id=wid,
+                target=target,
+                task_queue=settings.task_queue,
             )
             try:
                 # A refusal (DrainRefused) is an OrchestratorError: with_client prints it.
@@ -123,11 +135,15 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             forecast, running = answer
             plan = plan_data(inp.runbook, inp.mode)
+            gpus = gpu_forecasts(inp.runbook, inp.mode)
             if as_json:
-                print_json({"plan": plan, "forecast": forecast, "running_drains": running})
+                print_json(
+                    {"plan": plan, "forecast": forecast, "running_drains": running, "gpu": gpus}
+                )
                 return
             print_plan(inp.runbook, plan)
             console.print(_forecast_table(forecast, running))
+            print_gpu_forecasts(gpus)
             verdict = "[green]safe[/]" if forecast.safe else "[red]would be refused[/]: "
             for note in forecast.notes:
                 console.print(f"[yellow]estimated[/]: {note}")

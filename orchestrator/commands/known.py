@@ -14,10 +14,16 @@ from typing import Any
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import RunbookRunInput
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.fleet.configured import fleet_from_settings
 from orchestrator.models import Topology
+from orchestrator.promhealth.configured import fleet_from_settings
 
-__all__ = ["UnknownName", "check_known", "names_in_runbook", "unknown_names"]
+__all__ = [
+    "UnknownName",
+    "buildings_in_runbook",
+    "check_known",
+    "names_in_runbook",
+    "unknown_names",
+]
 
 #: region selectors a predicate or argument may use that are not region names
 _SELECTORS = ("all",)
@@ -42,11 +48,15 @@ def unknown_names(
     services: Iterable[str] = (),
     jobs: Iterable[str] = (),
     known_jobs: Iterable[str] = (),
+    buildings: Iterable[str] = (),
 ) -> list[str]:
     """One line per kind of name the fleet does not have; empty when all are known."""
-    regions = [r for r in regions if r not in _SELECTORS and not r.startswith("others-of(")]
+    regions = [
+        r for r in regions if r not in _SELECTORS and not r.startswith(("others-of(", "region-of("))
+    ]
     return (
         _unknown("region", regions, topology.region_names)
+        + _unknown("building", buildings, (b.name for b in topology.buildings))
         + _unknown("service", services, (s.name for s in topology.services))
         + _unknown("training job", jobs, known_jobs)
     )
@@ -65,17 +75,28 @@ def names_in_runbook(inp: RunbookRunInput) -> tuple[set[str], set[str]]:
     return regions, services
 
 
+def buildings_in_runbook(inp: RunbookRunInput) -> set[str]:
+    """The buildings a bound runbook's tasks name (``building:`` arguments)."""
+    return {
+        str(task.args["building"])
+        for task in inp.runbook.tasks
+        if isinstance(task.args.get("building"), str)
+    }
+
+
 async def check_known(
     settings: Settings,
     *,
     regions: Iterable[str] = (),
     services: Iterable[str] = (),
     jobs: Iterable[str] = (),
+    buildings: Iterable[str] = (),
 ) -> None:
     """Raise :class:`UnknownName` naming what the fleet does not have; nothing to check, no
     fleet call."""
     regions, services, jobs = list(regions), list(services), list(jobs)
-    if not (regions or services or jobs):
+    buildings = list(buildings)
+    if not (regions or services or jobs or buildings):
         return
     fleet = fleet_from_settings(settings)
     try:
@@ -84,7 +105,12 @@ async def check_known(
     finally:
         await fleet.aclose()
     problems = unknown_names(
-        topology, regions=regions, services=services, jobs=jobs, known_jobs=known_jobs
+        topology,
+        regions=regions,
+        services=services,
+        jobs=jobs,
+        known_jobs=known_jobs,
+        buildings=buildings,
     )
     if problems:
         raise UnknownName("; ".join(problems) + ": nothing was started")

@@ -29,9 +29,10 @@ from temporalio.service import RPCError
 
 from orchestrator.clients.reads import result_or_query
 from orchestrator.clients.runbook_runs import runbook_result
-from orchestrator.commands.known import check_known, names_in_runbook
+from orchestrator.commands.gpu_forecast import gpu_forecasts, print_gpu_forecasts
+from orchestrator.commands.known import buildings_in_runbook, check_known, names_in_runbook
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
-from orchestrator.commands.runbook import PARAM_OPTION, parse_params
+from orchestrator.commands.runbook import PARAM_OPTION, parse_params, plan_data, print_plan
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.runbook import (
@@ -110,7 +111,8 @@ async def start_and_follow(
 ) -> RunbookReport | None:
     """Start the run; with ``wait``, show live per-task progress and return the report."""
     regions, services = names_in_runbook(inp)
-    await check_known(settings, regions=regions, services=services)
+    buildings = buildings_in_runbook(inp)
+    await check_known(settings, regions=regions, services=services, buildings=buildings)
     try:
         handle = await client.start_workflow(
             RUNBOOK_WORKFLOW,
@@ -194,6 +196,17 @@ def _update(workflow_id: str, name: str, arg: Any, as_json: bool) -> None:
         console.print(f"{workflow_id}: {name} accepted; run is {status.state}", highlight=False)
 
 
+def _dry_run(inp: RunbookRunInput, as_json: bool) -> None:
+    plan = plan_data(inp.runbook, inp.mode)
+    gpus = gpu_forecasts(inp.runbook, inp.mode)
+    if as_json:
+        print_json({"plan": plan, "gpu": gpus})
+        return
+    print_plan(inp.runbook, plan)
+    print_gpu_forecasts(gpus)
+    console.print("dry run, nothing changed")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
@@ -203,10 +216,18 @@ def register(app: typer.Typer) -> None:
         wait: bool = WAIT_OPTION,
         workflow_id: str | None = typer.Option(None, "--id", help="Workflow id to use."),
         by: str | None = AS_OPTION,
+        dry_run: bool = typer.Option(
+            False,
+            "--dry-run",
+            help="Show the plan (and, for training_move tasks, the GPU plan); change nothing.",
+        ),
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Lint, then start a runbook run (with --wait, follow it to the end)."""
         inp = prepare(file, parse_params(params), mode, who(by))
+        if dry_run:
+            _dry_run(inp, as_json)
+            return
         region = region_of(inp)
         wid = workflow_id or f"{inp.runbook.name}-{region or uuid.uuid4().hex[:8]}"
         report = with_client(

@@ -104,7 +104,7 @@ def settings_for(url: str | None = None) -> Settings:
 
 def fleet_for(url: str | None = None) -> Fleet:
     """The fleet from settings (ORCHESTRATOR_FLEET_URL, token, TLS), ``url`` overriding."""
-    from orchestrator.fleet.configured import fleet_from_settings
+    from orchestrator.promhealth.configured import fleet_from_settings
 
     return fleet_from_settings(settings_for(url))
 
@@ -259,7 +259,7 @@ def register(app: typer.Typer) -> None:
         """Regions with utilization, rps, p99 and error rate; where the routing sends traffic.
 
         A region a drain is moving shows draining, one a drain holds at 0 drained."""
-        from orchestrator.fleet.configured import fleet_from_settings
+        from orchestrator.promhealth.configured import fleet_from_settings
 
         try:
             settings = settings_for(fleet_url)

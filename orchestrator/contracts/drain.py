@@ -11,6 +11,8 @@ __all__ = ["DrainCheckInput", "DrainRecordInput"]
 
 class DrainCheckInput(BaseModel):
     region: str = Field(min_length=1)
+    #: a building of ``region``: only its share of the region's load moves; empty: all of it
+    building: str = ""
     #: the drain asking, left out of the running drains
     workflow_id: str = ""
     target: float = Field(default=DEFAULT_TARGET_UTILIZATION, gt=0, le=1)

@@ -108,6 +108,9 @@ class TrainingCheckpoints(StrictModel):
 
 class StopJobRequest(StrictModel):
     job: str = Field(min_length=1)
+    #: checkpoint at the current step first (a planned move): the answer's
+    #: ``checkpoint_step`` is the step a restart resumes from, with no step lost
+    checkpoint: bool = False
 
 
 class StartJobRequest(StrictModel):

@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, Field, model_validator
 
 from orchestrator.contracts.failure_totals import FailureTotals, totals_of
 from orchestrator.contracts.host_list import HostList
+from orchestrator.contracts.training_moves import MoveRecord
 from orchestrator.models import StrictModel
 from orchestrator.policy.recovery_models import (
     CheckpointRejection,
@@ -70,6 +71,8 @@ class WatchMode(StrEnum):
 class SupervisorState(StrEnum):
     WATCHING = "watching"
     RECOVERING = "recovering"
+    #: a planned move (the ``move_job`` Update) is checkpointing and restarting the job
+    MOVING = "moving"
     FINISHED = "finished"
     #: the crash-loop guard, or a failure no restart can cure, stopped it: a human has to look
     HALTED = "halted"
@@ -161,6 +164,8 @@ class SupervisorInput(StrictModel):
     quarantine: list[QuarantineRecord] = Field(default_factory=list)
     #: checkpoint step -> resumes from it that made no progress
     failed_resumes: dict[int, int] = Field(default_factory=dict)
+    #: planned moves (``move_job``), newest last; apart from failures, never in ETTR
+    moves: list[MoveRecord] = Field(default_factory=list)
 
 
 class RecoveryInput(StrictModel):
@@ -201,6 +206,8 @@ class SupervisorStatus(StrictModel):
     totals: FailureTotals = Field(default_factory=FailureTotals)
     #: older failure records folded into ``totals`` and no longer listed (launches included)
     dropped: int = Field(default=0, ge=0)
+    #: planned moves, newest last (not failures: they leave ETTR alone)
+    moves: list[MoveRecord] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _derive_totals(self) -> SupervisorStatus:

@@ -23,6 +23,7 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.demo import scenarios
+from orchestrator.demo.building import BUILDING_JOB, BUILDING_REGION, building_incident
 from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
 from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.fleet.http import HttpFleet
@@ -41,6 +42,7 @@ SCENARIOS: dict[str, Callable[[DemoContext], Awaitable[ScenarioSummary]]] = {
     "loadtest": scenarios.load_test,
     "drain": scenarios.drain_and_restore,
     "training": scenarios.training,
+    "building": building_incident,
 }
 
 
@@ -84,6 +86,10 @@ def demo_lab_config() -> dict[str, Any]:
     for region in config["regions"]:
         web = region["services"]["web"]
         web["queue_limit"] = max(web["queue_limit"], 4 * web["slots"])
+    # The building scenario's job: long enough to be recovered once while its building's
+    # traffic moves (1,500 steps of 20 ms, the numpy trainer)
+    building_job = dict(config["training"]["jobs"][0])
+    building_job.update({"name": BUILDING_JOB, "region": BUILDING_REGION, "total_steps": 1500})
     # The PyTorch job (DDP over gloo, one torchrun agent per host, DCP checkpoints), long
     # enough to be hit twice and recover twice. Ranks beat every second: a rank sharing
     # two cores with Locust, Temporal and the lab can miss a beat without being hung.
@@ -96,6 +102,7 @@ def demo_lab_config() -> dict[str, Any]:
             "heartbeat_s": 1.0,
         }
     )
+    config["training"]["jobs"].append(building_job)
     return config
 
 

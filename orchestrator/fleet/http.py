@@ -168,9 +168,13 @@ class HttpFleet:
         response = await self._call("GET", "/training/checkpoints", params={"job": job})
         return _parse(TrainingCheckpoints, response)
 
-    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
+    async def stop_training_job(
+        self, job: str, *, idempotency_key: str, checkpoint: bool = False
+    ) -> MutationResult:
         return await self._mutate(
-            "/actions/training-stop", StopJobRequest(job=job), idempotency_key
+            "/actions/training-stop",
+            StopJobRequest(job=job, checkpoint=checkpoint),
+            idempotency_key,
         )
 
     async def start_training_job(

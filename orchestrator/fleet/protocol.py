@@ -73,7 +73,12 @@ class Fleet(Protocol):
 
     async def training_checkpoints(self, job: str) -> TrainingCheckpoints: ...
 
-    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult: ...
+    async def stop_training_job(
+        self, job: str, *, idempotency_key: str, checkpoint: bool = False
+    ) -> MutationResult:
+        """Stop ``job``. With ``checkpoint`` (a planned move) it first writes a checkpoint
+        at its current step; ``detail["checkpoint_step"]`` is the step to resume from."""
+        ...
 
     async def start_training_job(
         self, request: StartJobRequest, *, idempotency_key: str

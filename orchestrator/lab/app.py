@@ -208,6 +208,7 @@ def create_app(
         faults=faults,
         v1_dependencies=[Depends(check_token), Depends(api_faults)],
         lab_dependencies=[Depends(check_token)],
+        power=runtime.set_power,
     )
 
     @app.get("/healthz", tags=["lab"])
@@ -268,6 +269,24 @@ def _mount_lab_routes(app: FastAPI, runtime: LabRuntime, check_token: Any) -> No
     async def clear_faults() -> LabFaults:
         state.set_faults(LabFaults())
         return state.faults
+
+    def power(building: str, on: bool) -> dict[str, Any]:
+        record = runtime.set_power(building, on)
+        return {
+            "building": building,
+            "region": state.building_region(building),
+            "powered": on,
+            "power_share": state.power_share(state.building_region(building)),
+            "training": record.as_json(),
+        }
+
+    @lab.post("/buildings/{building}/power-loss")
+    async def power_loss(building: str) -> dict[str, Any]:
+        return power(building, False)
+
+    @lab.post("/buildings/{building}/power-restore")
+    async def power_restore(building: str) -> dict[str, Any]:
+        return power(building, True)
 
     @lab.get("/truth")
     async def truth() -> dict[str, Any]:

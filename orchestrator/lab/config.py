@@ -73,8 +73,29 @@ class ServiceCapacity(StrictModel):
 class RegionConfig(StrictModel):
     name: str = Field(min_length=1)
     buildings: list[str] = Field(min_length=1)
+    #: building -> share of the region's serving capacity it holds; equal split when absent
+    building_shares: dict[str, Annotated[float, Field(gt=0.0, le=1.0)]] | None = None
     status: RegionStatus = RegionStatus.ACTIVE
     services: dict[str, ServiceCapacity]
+
+    @model_validator(mode="after")
+    def _shares_cover_buildings(self) -> RegionConfig:
+        if self.building_shares is None:
+            return self
+        if set(self.building_shares) != set(self.buildings):
+            raise ValueError(
+                f"building_shares: needs exactly the buildings {sorted(self.buildings)}"
+            )
+        total = sum(self.building_shares.values())
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"building_shares: shares sum to {total:.6f}, not 1")
+        return self
+
+    def building_share(self, building: str) -> float:
+        """The share of this region's serving capacity ``building`` holds."""
+        if self.building_shares is not None:
+            return self.building_shares[building]
+        return 1.0 / len(self.buildings)
 
 
 class PopConfig(StrictModel):
@@ -153,6 +174,7 @@ class LabConfig(StrictModel):
         _unique("regions", [r.name for r in self.regions])
         _unique("pops", [p.name for p in self.pops])
         _unique("batch_jobs", [j.name for j in self.batch_jobs])
+        _unique("buildings", [b for r in self.regions for b in r.buildings])
         services = {s.name: s for s in self.services}
         regions = {r.name for r in self.regions}
         for s in self.services:
@@ -272,7 +294,11 @@ class LabConfig(StrictModel):
                 )
                 for r in self.regions
             ],
-            buildings=[Building(name=b, region=r.name) for r in self.regions for b in r.buildings],
+            buildings=[
+                Building(name=b, region=r.name, share=r.building_share(b))
+                for r in self.regions
+                for b in r.buildings
+            ],
             pops=[
                 Pop(name=p.name, demand_weight=p.demand_weight, rtt_ms=dict(p.rtt_ms))
                 for p in self.pops

@@ -92,7 +92,7 @@ class LiveEngine:
     def _on_mutation(self, kind: str, request: dict[str, Any]) -> None:
         if kind == "routing":
             self._buckets_moved()
-        elif kind == "batch-job":
+        elif kind in ("batch-job", "power"):
             self._refresh_slots()
         elif kind == "service-weight" and request["weight"] == 0:
             service = self.services.get(request["service"])
@@ -124,9 +124,12 @@ class LiveEngine:
             self._routed[pop] = after
 
     def _refresh_slots(self) -> None:
+        # Batch jobs take a share of what the powered buildings hold; a request already
+        # holding a slot that goes away finishes (SlotPool.set_slots keeps its hold).
         for (region, _service), pool in self.pools.items():
             share = self.state.batch_share(region)
-            pool.set_slots(round(pool.base_slots * (1.0 - share)))
+            powered = self.state.power_share(region)
+            pool.set_slots(round(pool.base_slots * (1.0 - share) * powered))
 
     def tear_down_sessions(self, region: str) -> int:
         doomed = [u for u, (r, _) in self.sessions.items() if r == region]
@@ -197,9 +200,10 @@ class LiveEngine:
         return EdgeAnswer(status, body)
 
     def _can_serve(self, region: str, service: str) -> bool:
-        return (
-            region not in self.state.faults.region_outage and self.state.weight(region, service) > 0
-        )
+        return not self._down(region) and self.state.weight(region, service) > 0
+
+    def _down(self, region: str) -> bool:
+        return region in self.state.faults.region_outage or self.state.dark(region)
 
     def _inter_rtt_s(self, a: str, b: str) -> float:
         rtt = self.config.rtt_between(a, b)
@@ -208,7 +212,7 @@ class LiveEngine:
     def _forward(self, routed: str, service: str) -> str | None:
         """Where a request routed to ``routed`` is served, by the service's pool weights."""
         weight = self.state.weight(routed, service)
-        if weight >= 1.0 or routed in self.state.faults.region_outage:
+        if weight >= 1.0 or self._down(routed):
             return routed
         if weight > 0 and self.rng.random() < weight:
             return routed
@@ -244,6 +248,8 @@ class LiveEngine:
         faults = self.state.faults
         if region in faults.region_outage:
             return 503, "RegionDown"
+        if self.state.dark(region):
+            return 503, "PowerLost"
         if self.rng.random() < faults.error_rate.get(region, 0.0):
             return 500, "InjectedError"
         extra_ms = faults.added_latency_ms.get(region, 0.0)
@@ -302,7 +308,7 @@ class LiveEngine:
             if shards:
                 shard = shards[bucket_of(f"{dependency}:{user}", len(shards))]
                 target = self.state.shard_primary[shard]
-        if target in self.state.faults.region_outage:
+        if self._down(target):
             self.metrics.record(("service", target, dependency), 0.0, 0.0, False)
             return False
         if target != region:

@@ -65,8 +65,10 @@ class ModelEngine:
 
     def _slots(self) -> np.ndarray:
         batch = np.array([self.state.batch_share(r) for r in self.regions])
-        slots = np.maximum(np.round(self.base_slots * (1.0 - batch)[:, None]), 1.0)
+        powered = np.array([self.state.power_share(r) for r in self.regions])
+        slots = np.maximum(np.round(self.base_slots * ((1.0 - batch) * powered)[:, None]), 1.0)
         down = [self._r_idx[r] for r in self.state.faults.region_outage]
+        down += [self._r_idx[r] for r in self.regions if self.state.dark(r)]
         slots[down, :] = 0.0
         return slots
 

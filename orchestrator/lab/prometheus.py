@@ -54,6 +54,7 @@ _EXTRA_HELP = {
     "lab_routing_version": "version of the routing table",
     "lab_audit_entries": "mutations in the audit log",
     "lab_sessions_open": "sticky sessions open per region",
+    "lab_building_power": "1 while the building has power, 0 after a power loss",
 }
 
 

@@ -12,7 +12,7 @@ from orchestrator.lab.live import LiveEngine
 from orchestrator.lab.model import ModelEngine
 from orchestrator.lab.prometheus import ExtraGauges
 from orchestrator.lab.state import FleetState
-from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.cluster import FaultRecord, LabTrainingCluster
 from orchestrator.models import HealthReport, RoutingTable
 
 __all__ = ["AUTO_BUCKETS_LIMIT", "LabRuntime", "Mode"]
@@ -74,9 +74,12 @@ class LabRuntime:
         effective: dict[str, dict[str, float]] = {}
         for region in cfg.regions:
             share = state.batch_share(region.name)
-            down = region.name in state.faults.region_outage
+            powered = state.power_share(region.name)
+            down = region.name in state.faults.region_outage or state.dark(region.name)
             effective[region.name] = {
-                s: 0.0 if down else max(round(c.slots * (1 - share)), 1) / (c.service_time_ms / 1e3)
+                s: 0.0
+                if down
+                else max(round(c.slots * (1 - share) * powered), 1) / (c.service_time_ms / 1e3)
                 for s, c in region.services.items()
             }
         out: dict[str, Any] = {
@@ -99,6 +102,7 @@ class LabRuntime:
             "batch_running": dict(state.batch_running),
             "service_weights": {f"{r}/{s}": w for (r, s), w in state.weights.items()},
             "faults": state.faults.model_dump(),
+            "unpowered_buildings": sorted(state.unpowered),
             "configs": {p: {"rev": rev} for p, (rev, _) in state.configs.items()},
         }
         if self.live is not None:
@@ -113,11 +117,26 @@ class LabRuntime:
             out["demand_rps"] = cfg.demand.total_rps
         return out
 
+    def set_power(self, building: str, on: bool) -> FaultRecord:
+        """A building's power: its GPU hosts and its share of every pool in its region.
+
+        One fault takes both halves, as a real power loss would; restoring brings both back.
+        """
+        self.state.building_region(building)  # a 404 naming the field before anything moves
+        record = self.training.power_restore(building) if on else self.training.power_loss(building)
+        self.state.set_power(building, on)
+        return record
+
     def extra_metrics(self) -> ExtraGauges:
         """Lab-only gauges for /metrics: routing version, audit entries, open sessions."""
         extra: dict[str, list[tuple[dict[str, str], float]]] = {
             "lab_routing_version": [({}, float(self.state.routing.version))],
             "lab_audit_entries": [({}, float(len(self.state.ledger)))],
+            "lab_building_power": [
+                ({"region": r.name, "building": b}, float(b not in self.state.unpowered))
+                for r in self.config.regions
+                for b in r.buildings
+            ],
         }
         if self.live is not None:
             extra["lab_sessions_open"] = [

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.lab.config import LabConfig
-from orchestrator.lab.errors import conflict, invalid
+from orchestrator.lab.errors import conflict, invalid, not_found
 from orchestrator.lab.faults import LabFaults
 from orchestrator.lab.ledger import Ledger
 from orchestrator.lab.routing import RoutingState
@@ -61,6 +61,11 @@ class FleetState:
         self.batch_running: dict[str, bool] = {j.name: j.running for j in config.batch_jobs}
         self.configs: dict[str, tuple[int, str]] = {}
         self.faults = LabFaults()
+        #: buildings without power: their share of every pool in their region serves nothing
+        self.unpowered: set[str] = set()
+        #: regions none of whose buildings has power (kept here: read on every request)
+        self._dark: set[str] = set()
+        self._building_region = {b: r.name for r in config.regions for b in r.buildings}
         self._listeners: list[Listener] = []
         self._region_names = {r.name for r in config.regions}
         self._service_names = {s.name for s in config.services}
@@ -83,10 +88,59 @@ class FleetState:
         )
         return min(share, 0.9)
 
+    def power_share(self, region: str) -> float:
+        """Share of a region's serving capacity in buildings that have power."""
+        cfg = self.config.region(region)
+        return sum(cfg.building_share(b) for b in cfg.buildings if b not in self.unpowered)
+
+    def dark(self, region: str) -> bool:
+        """True when none of the region's buildings has power: it serves nothing."""
+        return region in self._dark
+
+    def building_region(self, building: str) -> str:
+        """The region of ``building``; a 404 naming the field when there is no such building."""
+        region = self._building_region.get(building)
+        if region is None:
+            raise not_found(
+                f"unknown building {building!r}; one of {sorted(self._building_region)}",
+                "building",
+            )
+        return region
+
+    def set_power(self, building: str, on: bool) -> str:
+        """Cut or restore a building's power (a lab fault, not audited); returns its region."""
+        region = self.building_region(building)
+        if on:
+            self.unpowered.discard(building)
+        else:
+            self.unpowered.add(building)
+        self._dark = {r.name for r in self.config.regions if self.power_share(r.name) <= 1e-9}
+        for listener in self._listeners:
+            listener("power", {"building": building, "region": region, "on": on})
+        return region
+
     def topology(self) -> Topology:
         base = self._base_topology
         return base.model_copy(
             update={
+                # A building without power takes its share of the region's capacity with it:
+                # a drain's capacity check must not count on it in a receiving region.
+                "regions": [
+                    r.model_copy(
+                        update={
+                            "capacity_rps": {
+                                s: c * self.power_share(r.name) for s, c in r.capacity_rps.items()
+                            }
+                        }
+                    )
+                    if self.unpowered
+                    else r
+                    for r in base.regions
+                ],
+                "buildings": [
+                    b.model_copy(update={"powered": b.name not in self.unpowered})
+                    for b in base.buildings
+                ],
                 "shards": [
                     s.model_copy(update={"primary": self.shard_primary[s.id]}) for s in base.shards
                 ],

@@ -31,7 +31,7 @@ Missing health is treated by what the region does in the drain:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -223,10 +223,13 @@ def forecast_drain(
     target: float = DEFAULT_TARGET_UTILIZATION,
     spread: Spread = "spare",
     routing: RoutingTable | None = None,
+    moving_share: Mapping[str, float] | None = None,
 ) -> DrainForecast:
     """Every region's predicted utilization after draining ``drain`` (with ``running``
     drains also in effect); never raises for an unsafe result, see ``safe``. With
-    ``routing``, a region whose load moves and has no health is estimated from the edge."""
+    ``routing``, a region whose load moves and has no health is estimated from the edge.
+    ``moving_share`` (region -> share of its load, default 1) drains part of a region:
+    one building's share moves, the rest stays and keeps its place in the forecast."""
     if not 0 < target <= 1:
         raise InvalidInstance(f"target: {target} is not within (0, 1]")
     known = set(topology.region_names)
@@ -292,7 +295,8 @@ def forecast_drain(
             and _weight(topology, r, service) > 0
             and r in loads
         }
-        moving = sum(v for r, v in loads.items() if roles[r] != "receiving")
+        part = moving_share or {}
+        moving = sum(v * part.get(r, 1.0) for r, v in loads.items() if roles[r] != "receiving")
         if moving > 0 and not caps:
             reasons.append(f"no active region left to take {moving:.0f} rps of {service}")
         extra = _spread(moving, {r: loads[r] for r in caps}, caps, spread)
@@ -301,7 +305,11 @@ def forecast_drain(
             before = loads.get(region)
             if before is None:
                 continue
-            after = before + extra.get(region, 0.0) if role == "receiving" else 0.0
+            after = (
+                before + extra.get(region, 0.0)
+                if role == "receiving"
+                else before * (1.0 - part.get(region, 1.0))
+            )
             per_region[region].append(
                 ServiceForecast(
                     service=service,
@@ -362,6 +370,7 @@ def check_drain_capacity(
     target: float = DEFAULT_TARGET_UTILIZATION,
     spread: Spread = "spare",
     routing: RoutingTable | None = None,
+    moving_share: Mapping[str, float] | None = None,
 ) -> DrainForecast:
     """The forecast when the drain is safe; else :class:`DrainRefused` (an
     :class:`UnsafeRequest`) whose message and ``forecast`` give the numbers.
@@ -374,7 +383,14 @@ def check_drain_capacity(
             f"region(s) {', '.join(overlap)} already being drained by a running drain"
         )
     forecast = forecast_drain(
-        topology, health, drain, running, target=target, spread=spread, routing=routing
+        topology,
+        health,
+        drain,
+        running,
+        target=target,
+        spread=spread,
+        routing=routing,
+        moving_share=moving_share,
     )
     if forecast.safe:
         return forecast

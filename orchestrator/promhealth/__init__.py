@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from orchestrator.promhealth.config import MetricQueries, PromHealthConfig, load_config
+from orchestrator.promhealth.configured import LAB_QUERIES, fleet_from_settings, health_config
 from orchestrator.promhealth.fleet import HealthSource, with_health_source
 from orchestrator.promhealth.source import PrometheusHealth, Sample
 
 __all__ = [
+    "LAB_QUERIES",
     "HealthSource",
     "MetricQueries",
     "PrometheusHealth",
     "PromHealthConfig",
     "Sample",
+    "fleet_from_settings",
+    "health_config",
     "load_config",
     "with_health_source",
 ]

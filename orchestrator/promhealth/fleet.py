@@ -82,8 +82,12 @@ class _HealthFromSource:
     async def training_checkpoints(self, job: str) -> TrainingCheckpoints:
         return await self._fleet.training_checkpoints(job)
 
-    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
-        return await self._fleet.stop_training_job(job, idempotency_key=idempotency_key)
+    async def stop_training_job(
+        self, job: str, *, idempotency_key: str, checkpoint: bool = False
+    ) -> MutationResult:
+        return await self._fleet.stop_training_job(
+            job, idempotency_key=idempotency_key, checkpoint=checkpoint
+        )
 
     async def start_training_job(
         self, request: StartJobRequest, *, idempotency_key: str

@@ -39,6 +39,7 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.policy.maelstrom import critical_path, dag_of
+from orchestrator.reports.gather_jobs import jobs_of_run
 from orchestrator.reports.models import (
     REPORTED_TYPES,
     LoadTestReport,
@@ -199,6 +200,7 @@ async def _runbook(
     )
     if region is not None:
         view.region_shares = await _region_shares(client, rebalancer_id, region, view)
+    view.training = await jobs_of_run(client, view, gather_report)
     return view
 
 

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 from orchestrator.contracts.load_test import LoadTestProgress, LoadTestResult, StepSummary
 from orchestrator.contracts.rebalancer import RebalancerStatus
 from orchestrator.contracts.runbook import TaskState
-from orchestrator.contracts.training_supervisor import SupervisorStatus
+from orchestrator.contracts.training_moves import MoveRecord
+from orchestrator.contracts.training_supervisor import FailureRecord, SupervisorStatus
 from orchestrator.policy.health_metrics import HealthMetric
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "RunbookReportView",
     "SharePoint",
     "TrainingReport",
+    "failures_during",
+    "moves_during",
 ]
 
 #: workflow type -> the report kind that shows it
@@ -103,6 +106,8 @@ class RunbookReportView(BaseModel):
     as_of: datetime | None = None
     #: the region's share of demand per rebalancer epoch during the run (empty: not known)
     region_shares: list[SharePoint] = Field(default_factory=list)
+    #: the training jobs the run moved or saw recovered (runs with training tasks)
+    training: list[TrainingReport] = Field(default_factory=list)
 
 
 class TrainingReport(BaseModel):
@@ -116,6 +121,28 @@ class TrainingReport(BaseModel):
     launched_at: datetime | None = None
     #: the time the status describes: the run's close, or when it was queried
     as_of: datetime
+
+
+RunbookReportView.model_rebuild()
+
+
+def failures_during(
+    status: SupervisorStatus, start: datetime, end: datetime
+) -> list[FailureRecord]:
+    """Failures open at some point of [start, end] (a power loss may come a little before
+    the run an alert starts: it counts if the job was still down then)."""
+    return [
+        f
+        for f in status.failures
+        if f.kind != "launch"
+        and f.onset_at <= end
+        and (f.recovered_at is None or f.recovered_at >= start)
+    ]
+
+
+def moves_during(status: SupervisorStatus, start: datetime, end: datetime) -> list[MoveRecord]:
+    """Planned moves requested within [start, end]."""
+    return [m for m in status.moves if start <= m.requested_at <= end]
 
 
 Report = Annotated[

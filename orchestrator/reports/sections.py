@@ -14,6 +14,7 @@ from orchestrator.reports.charts import (
     rebalancer_utilization_chart,
 )
 from orchestrator.reports.charts_gates import runbook_gate_charts
+from orchestrator.reports.charts_incident import incident_timeline_chart
 from orchestrator.reports.charts_timeline import (
     run_origin,
     runbook_gantt_chart,
@@ -26,6 +27,8 @@ from orchestrator.reports.models import (
     Report,
     RunbookReportView,
     TrainingReport,
+    failures_during,
+    moves_during,
 )
 from orchestrator.reports.render import page, percent, seconds, table
 
@@ -212,10 +215,43 @@ def runbook(report: RunbookReportView) -> tuple[Summary, list[str]]:
         table(["event"], [[e] for e in operator]) if operator else "<p>none</p>",
         _h2("Traffic"),
         runbook_share_chart(report),
+        *_training_of_run(report),
         _h2("Event log"),
         '<pre class="events">' + "\n".join(_escape_lines(report.events)) + "</pre>",
     ]
     return summary, body
+
+
+def _training_of_run(report: RunbookReportView) -> list[str]:
+    """The jobs the run moved or saw recovered: one time axis with the traffic, and what
+    each lost (a run without training tasks shows nothing)."""
+    if not report.training:
+        return []
+    origin = run_origin(report)
+    start = report.header.start or origin
+    end = report.header.end or report.as_of or start
+    rows = []
+    for job in report.training:
+        status = job.status
+        if start is None or end is None:
+            continue
+        for f in failures_during(status, start, end):
+            rows.append([status.job, f"failure: {f.kind}", _offset(f.onset_at, origin),
+                         seconds(f.mttr_s), f.lost_steps, f.detail])  # fmt: skip
+        for m in moves_during(status, start, end):
+            duration = (
+                None if m.finished_at is None else (m.finished_at - m.requested_at).total_seconds()
+            )
+            rows.append([status.job, f"move: {m.result.outcome}", _offset(m.requested_at, origin),
+                         seconds(duration), m.result.lost_steps, m.result.detail])  # fmt: skip
+    states = ", ".join(f"{j.status.job} {j.status.state} at step {j.status.step}"
+                       for j in report.training)  # fmt: skip
+    return [
+        _h2("Traffic and training, side by side"),
+        incident_timeline_chart(report),
+        f"<p>{escape(states)}</p>",
+        table(["job", "what", "at (s)", "MTTR / duration", "steps lost", "detail"], rows),
+    ]
 
 
 def _escape_lines(lines: list[str]) -> list[str]:

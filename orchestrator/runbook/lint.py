@@ -297,7 +297,13 @@ class _Linter:
                     )
             restore = task.restore
             if restore is None:
-                if kind in _DRAIN_KINDS and tmpl is not None and tmpl.mutates and not task.undoes:
+                if (
+                    kind in _DRAIN_KINDS
+                    and tmpl is not None
+                    and tmpl.mutates
+                    and tmpl.needs_restore
+                    and not task.undoes
+                ):
                     self.p.add(
                         ("tasks", index, "template"),
                         "no-restore",

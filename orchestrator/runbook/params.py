@@ -26,6 +26,7 @@ _SAMPLES: dict[ParamType, Any] = {
     ParamType.FLOAT: 1.0,
     ParamType.BOOL: True,
     ParamType.REGION: "sample-region",
+    ParamType.BUILDING: "sample-building",
     ParamType.DURATION: 60.0,
 }
 

@@ -9,8 +9,10 @@ region as a whole, in a selection of regions, with a number::
 or the same as one line: ``"rps of web in ${params.region} <= 1"``,
 ``"p99_ms in others-of(eu-west) < 250"``, ``"error_rate in all < 0.01"``.
 
-The region selector is a region name, ``all``, or ``others-of(a, b)`` (every
-region except those). A predicate holds when every selected region satisfies
+The region selector is a region name, ``all``, ``others-of(a, b)`` (every
+region except those), or ``region-of(B)``: the region of building ``B`` (a runbook with
+a ``building`` parameter only says ``region-of(${params.building})``, and
+``others-of(region-of(${params.building}))`` for the rest). A predicate holds when every selected region satisfies
 it. Missing data fails the predicate unless ``missing: pass`` says otherwise:
 an unobserved region is not a healthy one (Kraken counts it unhealthy), but a
 fully drained region legitimately serves nothing, so drain post-conditions opt in.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -57,10 +59,12 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _SHORTHAND = re.compile(
     r"^\s*(?P<metric>[a-z_0-9]+)"
     r"(?:\s+of\s+(?P<service>[A-Za-z0-9_.${}-]+))?"
-    r"(?:\s+in\s+(?P<region>all|others-of\([^)]*\)|[A-Za-z0-9_.${}-]+))?"
+    r"(?:\s+in\s+(?P<region>all|others-of\((?:[^()]|\([^()]*\))*\)|region-of\([^()]*\)"
+    r"|[A-Za-z0-9_.${}-]+))?"
     r"\s*(?P<op><=|>=|==|!=|<|>)\s*(?P<value>\S+)\s*$"
 )
-_OTHERS_OF = re.compile(r"^others-of\((?P<names>[^)]*)\)$")
+_OTHERS_OF = re.compile(r"^others-of\((?P<names>(?:[^()]|\([^()]*\))*)\)$")
+_REGION_OF = re.compile(r"^region-of\((?P<name>[^()]*)\)$")
 _REGION_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -70,7 +74,7 @@ def parse_predicate(text: str) -> dict[str, Any]:
     if match is None:
         raise ValueError(
             f"cannot read predicate {text!r}: expected "
-            "'METRIC [of SERVICE] [in REGION|all|others-of(R)] OP NUMBER'"
+            "'METRIC [of SERVICE] [in REGION|all|others-of(R)|region-of(B)] OP NUMBER'"
         )
     form: dict[str, Any] = {
         "metric": match["metric"],
@@ -109,12 +113,15 @@ class Predicate(StrictModel):
     def _selector(cls, value: str) -> str:
         if PARAM_REF_RE.search(value):
             return value  # checked again once bound
-        if value == "all" or _REGION_NAME.match(value):
+        if value == "all" or _named(value):
             return value
         others = _OTHERS_OF.match(value)
-        if others and all(_REGION_NAME.match(n.strip()) for n in others["names"].split(",")):
+        if others and all(_named(n.strip()) for n in others["names"].split(",")):
             return value
-        raise ValueError(f"region selector {value!r}: use a region name, 'all' or 'others-of(R)'")
+        raise ValueError(
+            f"region selector {value!r}: use a region name, 'all', 'others-of(R)' "
+            "or 'region-of(BUILDING)'"
+        )
 
     def describe(self) -> str:
         """The one-line form, readable in findings and progress output."""
@@ -160,21 +167,41 @@ class RegionReading(StrictModel):
         return cls(p99_ms=metrics.p99_ms, error_rate=metrics.error_rate)
 
 
-def select_regions(selector: str, regions: Sequence[str]) -> list[str]:
-    """The regions a selector names, given every region of the fleet.
+def _named(name: str) -> bool:
+    """A region name or ``region-of(BUILDING)``."""
+    inner = _REGION_OF.match(name)
+    return bool(_REGION_NAME.match(inner["name"].strip() if inner else name))
+
+
+def _region(name: str, buildings: Mapping[str, str]) -> str:
+    inner = _REGION_OF.match(name.strip())
+    if inner is None:
+        return name.strip()
+    building = inner["name"].strip()
+    if building not in buildings:
+        known = ", ".join(sorted(buildings)) or "none"
+        raise ValueError(f"region-of: unknown building {building!r} (known: {known})")
+    return buildings[building]
+
+
+def select_regions(
+    selector: str, regions: Sequence[str], buildings: Mapping[str, str] | None = None
+) -> list[str]:
+    """The regions a selector names, given every region of the fleet (and every building's
+    region, for ``region-of``).
 
     A single name need not be in ``regions`` (a drained region may have left the
     active set); ``others-of`` names that are unknown are simply not excluded.
     """
+    if PARAM_REF_RE.search(selector):
+        raise ValueError(f"region selector {selector!r} still holds an unbound parameter")
     if selector == "all":
         return list(regions)
     others = _OTHERS_OF.match(selector)
     if others:
-        excluded = {n.strip() for n in others["names"].split(",")}
+        excluded = {_region(n, buildings or {}) for n in others["names"].split(",")}
         return [r for r in regions if r not in excluded]
-    if PARAM_REF_RE.search(selector):
-        raise ValueError(f"region selector {selector!r} still holds an unbound parameter")
-    return [selector]
+    return [_region(selector, buildings or {})]
 
 
 def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metrics:
@@ -186,13 +213,19 @@ def _metrics_for(health: HealthReport, region: str, service: str | None) -> Metr
     return Metrics()
 
 
-def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str]) -> PredicateResult:
-    """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet."""
+def evaluate(
+    predicate: Predicate,
+    health: HealthReport,
+    regions: Sequence[str],
+    buildings: Mapping[str, str] | None = None,
+) -> PredicateResult:
+    """Whether ``predicate`` holds in ``health``; ``regions`` is every region of the fleet,
+    ``buildings`` every building's region."""
     if isinstance(predicate.value, str):
         raise ValueError(f"predicate {predicate.describe()!r} still holds an unbound parameter")
     compare = _OPS[predicate.op]
     observations: list[Observation] = []
-    for region in select_regions(predicate.region, regions):
+    for region in select_regions(predicate.region, regions, buildings):
         metrics = _metrics_for(health, region, predicate.service)
         value = getattr(metrics, predicate.metric)
         if value is None or metrics.missing:
@@ -227,7 +260,10 @@ def evaluate(predicate: Predicate, health: HealthReport, regions: Sequence[str])
 
 
 def evaluate_all(
-    predicates: Sequence[Predicate], health: HealthReport, regions: Sequence[str]
+    predicates: Sequence[Predicate],
+    health: HealthReport,
+    regions: Sequence[str],
+    buildings: Mapping[str, str] | None = None,
 ) -> list[PredicateResult]:
     """Every predicate's result, in order (callers decide whether one failure stops them)."""
-    return [evaluate(p, health, regions) for p in predicates]
+    return [evaluate(p, health, regions, buildings) for p in predicates]

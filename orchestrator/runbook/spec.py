@@ -62,6 +62,8 @@ class ParamType(StrEnum):
     FLOAT = "float"
     BOOL = "bool"
     REGION = "region"
+    #: a building of the fleet (its topology's ``buildings``); named like a region
+    BUILDING = "building"
     DURATION = "duration"
 
 
@@ -101,12 +103,12 @@ class Parameter(StrictModel):
 
     def _convert(self, value: Any) -> Any:
         kind = self.type
-        if kind in (ParamType.STRING, ParamType.REGION):
+        if kind in (ParamType.STRING, ParamType.REGION, ParamType.BUILDING):
             if not isinstance(value, str | int | float) or isinstance(value, bool):
                 raise ValueError(f"expected a {kind.value}, got {type(value).__name__}")
             text = str(value)
-            if kind is ParamType.REGION and not _REGION_NAME.fullmatch(text):
-                raise ValueError(f"{text[:80]!r} is not a region name")
+            if kind is not ParamType.STRING and not _REGION_NAME.fullmatch(text):
+                raise ValueError(f"{text[:80]!r} is not a {kind.value} name")
             return text
         if kind is ParamType.BOOL:
             if isinstance(value, bool):

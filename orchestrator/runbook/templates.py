@@ -32,6 +32,11 @@ from orchestrator.runbook.load_defaults import (
     DEFAULT_WINDOW_S,
 )
 from orchestrator.runbook.predicates import Predicate
+from orchestrator.runbook.training_templates import (
+    HostsQuarantineArgs,
+    HostsReleaseArgs,
+    TrainingMoveArgs,
+)
 from orchestrator.runbook.types import Duration, RunbookRef
 
 __all__ = [
@@ -39,6 +44,8 @@ __all__ = [
     "ApprovalArgs",
     "ConfigChangeArgs",
     "DelayArgs",
+    "HostsQuarantineArgs",
+    "HostsReleaseArgs",
     "InlineRestore",
     "JobUpdateArgs",
     "LoadTestArgs",
@@ -49,6 +56,7 @@ __all__ = [
     "Template",
     "TemplateRegistry",
     "TrafficShiftArgs",
+    "TrainingMoveArgs",
     "WaitForArgs",
     "template",
 ]
@@ -78,6 +86,9 @@ class Template:
     description: str = ""
     #: how the undo is derived from validated args; None means it cannot be
     derive_restore: RestoreFn | None = None
+    #: False: it changes the fleet but nothing needs undoing (``training_move``: a job
+    #: moved off a building stays on its new hosts), so lint asks for no restore
+    needs_restore: bool = True
 
     def validate_args(self, args: dict[str, Any]) -> BaseModel:
         """The typed arguments; raises pydantic's ``ValidationError`` naming the field."""
@@ -167,15 +178,24 @@ template = REGISTRY.template
 
 
 class TrafficShiftArgs(StrictModel):
-    """Scale a region's share of user traffic through the rebalancer's overrides."""
+    """Scale a region's (or one building's) share of user traffic through the rebalancer."""
 
-    region: str = Field(min_length=1)
-    #: the region's target weight as a multiple of its normal share: 0 drains, 1 restores
+    region: str | None = Field(default=None, min_length=1)
+    #: a building instead of a region: only its share of its region's traffic moves (the
+    #: region keeps ``1 - share * (1 - ratio)`` of its normal share)
+    building: str | None = Field(default=None, min_length=1)
+    #: the target weight as a multiple of the normal share: 0 drains, 1 restores
     ratio: Fraction
     #: limit the shift to one service's traffic; None shifts all user traffic
     service: str | None = None
     #: the weight the restore returns to
     restore_ratio: Fraction = 1.0
+
+    @model_validator(mode="after")
+    def _region_or_building(self) -> TrafficShiftArgs:
+        if (self.region is None) == (self.building is None):
+            raise ValueError("region: give exactly one of region or building")
+        return self
 
 
 class ServiceWeightArgs(StrictModel):
@@ -296,7 +316,12 @@ class DelayArgs(StrictModel):
 def _traffic_restore(args: TrafficShiftArgs) -> InlineRestore:
     return InlineRestore(
         template="traffic_shift",
-        args={"region": args.region, "ratio": args.restore_ratio, "service": args.service},
+        args={
+            "region": args.region,
+            "building": args.building,
+            "ratio": args.restore_ratio,
+            "service": args.service,
+        },
     )
 
 
@@ -336,6 +361,19 @@ def _load_test_restore(args: LoadTestArgs) -> InlineRestore:
     )
 
 
+def _release_restore(args: HostsQuarantineArgs) -> InlineRestore:
+    return InlineRestore(
+        template="hosts_release", args={"building": args.building, "hosts": args.hosts}
+    )
+
+
+def _quarantine_restore(args: HostsReleaseArgs) -> InlineRestore:
+    return InlineRestore(
+        template="hosts_quarantine",
+        args={"building": args.building, "hosts": args.hosts, "reason": "restored quarantine"},
+    )
+
+
 def _register_builtins(registry: TemplateRegistry) -> None:
     builtins = [
         Template("traffic_shift", TrafficShiftArgs, True, True, "", _traffic_restore),
@@ -350,6 +388,9 @@ def _register_builtins(registry: TemplateRegistry) -> None:
         Template("runbook", RunbookArgs, True, False, ""),
         Template("load_test", LoadTestArgs, True, True, "", _load_test_restore),
         Template("delay", DelayArgs, False, False, ""),
+        Template("training_move", TrainingMoveArgs, True, False, "", None, needs_restore=False),
+        Template("hosts_quarantine", HostsQuarantineArgs, True, False, "", _release_restore),
+        Template("hosts_release", HostsReleaseArgs, True, False, "", _quarantine_restore),
     ]
     for tmpl in builtins:
         registry.register(dataclasses.replace(tmpl, description=_first_line(tmpl.args_model)))

@@ -28,6 +28,13 @@ class TestUnknownNames:
         assert problems[1].startswith("unknown service 'nope'")
         assert problems[2].startswith("unknown training job 'j'")
 
+    def test_buildings_are_checked_and_region_of_is_a_selector(self) -> None:
+        topology = load_config(None).topology()
+        assert unknown_names(topology, regions=["region-of(euw-a)"], buildings=["euw-a"]) == []
+        [problem] = unknown_names(topology, buildings=["euw-z"])
+        assert problem.startswith("unknown building 'euw-z' (the fleet has: ")
+        assert "euw-a" in problem
+
 
 class TestRealCause:
     """A failed run is reported by its innermost cause and where it happened, never as

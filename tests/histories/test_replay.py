@@ -27,6 +27,8 @@ EXPECTED = {
     "load_test": "LiveLoadTestWorkflow",
     "training_supervisor": "TrainingJobSupervisorWorkflow",
     "training_recovery": "TrainingRecoveryWorkflow",
+    #: a planned move (the move_job Update): tests/histories/record_move.py
+    "training_move": "TrainingJobSupervisorWorkflow",
 }
 
 
@@ -37,7 +39,10 @@ NOT_YET_RECORDED = {"DrillWorkflow"}
 
 
 #: Workflow ids the recordings ran under, where the code derives child ids from its own.
-RECORDED_IDS = {"training_supervisor": "training-llm-test"}
+RECORDED_IDS = {
+    "training_supervisor": "training-llm-test",
+    "training_move": "training-llm-test",
+}
 
 
 def workflow_type(history: dict) -> str:  # type: ignore[type-arg]

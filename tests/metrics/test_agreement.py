@@ -18,14 +18,14 @@ import pytest
 
 from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
-from orchestrator.promhealth import PrometheusHealth, load_config
+from orchestrator.promhealth import LAB_QUERIES, PrometheusHealth, load_config
 from orchestrator.waiting import wait_until_async
 from tests.fixtures.lab import LabFactory
 from tests.triggers.servers import prometheus
 
 pytestmark = pytest.mark.server  # a real Prometheus and a live lab
 
-QUERIES = Path(__file__).parents[2] / "deploy" / "prometheus" / "health-queries.yaml"
+QUERIES = LAB_QUERIES
 #: enough that each region's tail is dense: with ~200 successes a region's p99 sat between
 #: its 2nd and 3rd slowest requests, which lay buckets apart, and histogram_quantile (rank
 #: 0.99 n, in the bucket of the 2nd) and np.percentile (between the two) differed by 194 ms

@@ -26,5 +26,5 @@ def test_every_alert_has_a_case() -> None:
     rules = (DEPLOY / "orchestrator.rules.yml").read_text()
     cases = (DEPLOY / "orchestrator.rules.test.yml").read_text()
     alerts = [line.split(":", 1)[1].strip() for line in rules.splitlines() if "- alert:" in line]
-    assert len(alerts) == 6
+    assert len(alerts) == 7
     assert [a for a in alerts if f"alertname: {a}" not in cases] == []

@@ -23,6 +23,8 @@ class TestHierarchy:
             "FleetRejected",
             "FleetUnauthorized",
             "FleetUnavailable",
+            "GpuCapacityShort",
+            "HostsBusy",
             "Infeasible",
             "InvalidInstance",
             "InvalidRequest",

@@ -36,16 +36,18 @@ def restore() -> Runbook:
 
 
 class TestLintClean:
-    """Every shipped runbook lints clean and binds with just a region."""
+    """Every shipped runbook lints clean and binds with just its region or building."""
 
     def test_shipped_set(self) -> None:
         names = {p.name for p in SHIPPED}
         assert {"region-drain.yaml", "region-restore.yaml", "region-drill.yaml"} <= names
+        assert {"building-maintenance.yaml", "building-loss.yaml", "building-restore.yaml"} <= names
 
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
     def test_clean(self, path: Path) -> None:
         assert lint_file(path) == []
-        assert load_runbook(path, {"region": "r1"}).name == path.stem
+        where = {"building": "b1"} if path.stem.startswith("building-") else {"region": "r1"}
+        assert load_runbook(path, where).name == path.stem
 
 
 class TestDrainOrder:

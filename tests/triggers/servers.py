@@ -122,12 +122,19 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 
 @contextlib.asynccontextmanager
 async def prometheus(
-    tmp: Path, target: str, *, rules: str = "", alertmanager_url: str | None = None
+    tmp: Path,
+    target: str,
+    *,
+    rules: str = "",
+    alertmanager_url: str | None = None,
+    query_log: Path | None = None,
 ) -> AsyncIterator[str]:
     """A real Prometheus scraping ``target`` (host:port) and evaluating ``rules`` every
-    second, sending alerts to ``alertmanager_url``; yields its base URL."""
+    second, sending alerts to ``alertmanager_url``, logging every query it answers to
+    ``query_log`` (JSON lines); yields its base URL."""
+    log = f", query_log_file: {query_log}" if query_log else ""
     config = [
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}",
+        f"global: {{scrape_interval: 1s, evaluation_interval: 1s{log}}}",
         "scrape_configs:",
         f'  - {{job_name: lab, static_configs: [{{targets: ["{target}"]}}]}}',
     ]

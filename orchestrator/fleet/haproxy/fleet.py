@@ -416,7 +416,9 @@ class HAProxyFleet:
     async def training_checkpoints(self, job: str) -> TrainingCheckpoints:
         self._unsupported("list checkpoints")
 
-    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
+    async def stop_training_job(
+        self, job: str, *, idempotency_key: str, checkpoint: bool = False
+    ) -> MutationResult:
         self._unsupported("stop training jobs")
 
     async def start_training_job(

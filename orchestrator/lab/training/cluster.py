@@ -312,13 +312,27 @@ class LabTrainingCluster:
             timeout_s=30.0,
         )
 
-    def stop(self, name: str) -> dict[str, Any]:
+    def stop(self, name: str, checkpoint: bool = False) -> dict[str, Any]:
+        """Stop the job; with ``checkpoint`` it first checkpoints at its current step (a
+        planned move), and ``checkpoint_step`` in the answer is the step to resume from."""
         j = self.job(name)
         was = "pending" if j.run is None else j.run.state(self.clock).value
         if j.run is not None and was == JobState.RUNNING.value:
-            j.run.stop()
+            if checkpoint:
+                j.run.checkpoint_stop()
+            else:
+                j.run.stop()
         step = 0 if j.run is None else j.run.step()
-        return {"job": name, "was": was, "step": step}
+        out: dict[str, Any] = {"job": name, "was": was, "step": step}
+        if checkpoint:
+            if j.run is not None and self.mode == "model":
+                self._commit_model_checkpoints(j)
+                ckpt = j.run.checkpoint_step()
+                if ckpt is not None:
+                    j.model_ckpts.add(ckpt)
+            known = [c.step for c in self.checkpoints(name) if c.step <= step]
+            out["checkpoint_step"] = max(known) if known else None
+        return out
 
     def quarantine_host(self, host: str, reason: str, until: datetime) -> dict[str, Any]:
         if host not in self.hosts:

@@ -8,7 +8,9 @@ maps its faults onto real signals:
 - hung trainer: :meth:`TrainerProcess.pause` (SIGSTOP: alive, no heartbeat, no progress);
 - straggler: :meth:`TrainerProcess.set_slow_factor`;
 - an orderly stop before a restart elsewhere: :meth:`TrainerProcess.stop` (SIGTERM,
-  then SIGKILL after a grace period).
+  then SIGKILL after a grace period);
+- a planned move: :meth:`TrainerProcess.checkpoint_and_stop` (SIGUSR1: checkpoint at
+  the current step, then exit).
 
 Every heartbeat carries the writer's pid, and :meth:`TrainerProcess.heartbeat`
 ignores one written by an earlier process in the same workdir, so a restarted job
@@ -36,7 +38,7 @@ from orchestrator.lab.training.status import (
     read_progress,
     write_control,
 )
-from orchestrator.lab.training.trainer import BLAS_THREAD_VARS, TrainerArgs
+from orchestrator.lab.training.trainer import BLAS_THREAD_VARS, CHECKPOINT_SIGNAL, TrainerArgs
 from orchestrator.processes import spawn
 
 __all__ = ["LOG_FILE", "TRAINER_MODULE", "TrainerProcess", "trainer_env"]
@@ -173,6 +175,18 @@ class TrainerProcess:
         A paused trainer is continued after the SIGTERM, or it could never act on it.
         """
         if self._signal(signal.SIGTERM):
+            self._signal(signal.SIGCONT)
+            self.paused = False
+            code = self.wait(grace_s)
+            if code is not None:
+                return code
+            self._signal(signal.SIGKILL)
+        return self._popen.wait()
+
+    def checkpoint_and_stop(self, grace_s: float = 30.0) -> int:
+        """SIGUSR1: finish the current step, checkpoint it, exit (138); SIGKILL after
+        ``grace_s`` (a checkpoint write takes longer than a step, hence the longer grace)."""
+        if self._signal(CHECKPOINT_SIGNAL):
             self._signal(signal.SIGCONT)
             self.paused = False
             code = self.wait(grace_s)

@@ -6,7 +6,7 @@ other fleet mutation: one Idempotency-Key applies once and is in the audit log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Header, Query
@@ -24,7 +24,7 @@ from orchestrator.contracts.training import (
 )
 from orchestrator.lab.errors import invalid, rejected
 from orchestrator.lab.state import FleetState, Mutated
-from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.cluster import FaultRecord, LabTrainingCluster
 from orchestrator.models import MutationResult, StrictModel
 
 __all__ = ["FaultRequest", "mount_training"]
@@ -71,7 +71,15 @@ def mount_training(
     faults: bool,
     v1_dependencies: Sequence[Depends],
     lab_dependencies: Sequence[Depends],
+    power: Callable[[str, bool], FaultRecord] | None = None,
 ) -> None:
+    """``power(building, on)`` cuts or restores a whole building (hosts and traffic share);
+    without it a power fault reaches the GPU hosts only."""
+    if power is None:
+
+        def power(building: str, on: bool) -> FaultRecord:
+            return cluster.power_restore(building) if on else cluster.power_loss(building)
+
     v1 = APIRouter(prefix="/v1", dependencies=list(v1_dependencies), tags=["training"])
 
     def mutation(key: str, kind: str, request: dict[str, Any], do: Any) -> JSONResponse:
@@ -99,7 +107,7 @@ def mount_training(
             _key(idempotency_key),
             "training-stop",
             req.model_dump(mode="json"),
-            lambda: cluster.stop(req.job),
+            lambda: cluster.stop(req.job, checkpoint=req.checkpoint),
         )
 
     @v1.post("/actions/training-start", response_model=MutationResult)
@@ -150,8 +158,8 @@ def mount_training(
             "gpu-error": lambda: cluster.gpu_error(_need(req.host, "host"), req.gpu),
             "host-down": lambda: cluster.host_down(_need(req.host, "host")),
             "host-up": lambda: cluster.host_up(_need(req.host, "host")),
-            "power-loss": lambda: cluster.power_loss(_need(req.building, "building")),
-            "power-restore": lambda: cluster.power_restore(_need(req.building, "building")),
+            "power-loss": lambda: power(_need(req.building, "building"), False),
+            "power-restore": lambda: power(_need(req.building, "building"), True),
             "hang": lambda: cluster.hang(_need(req.job, "job")),
             "rank-kill": lambda: cluster.rank_kill(_need(req.job, "job"), req.rank),
             "poison": lambda: cluster.poison(_need(req.job, "job")),

@@ -70,6 +70,11 @@ class Run:
     def stop(self) -> None:
         raise NotImplementedError
 
+    def checkpoint_stop(self) -> None:
+        """Checkpoint at the current step, then stop (a planned move). A run that cannot
+        checkpoint on demand just stops: its newest committed checkpoint is what it has."""
+        self.stop()
+
     def kill(self) -> None:
         raise NotImplementedError
 
@@ -153,6 +158,11 @@ class LiveRun(Run):
         self.proc.stop(grace_s=3.0)
         self.ended_at = self.ended_at or time.time()
 
+    def checkpoint_stop(self) -> None:
+        self.stopped_by_api = True
+        self.proc.checkpoint_and_stop()
+        self.ended_at = self.ended_at or time.time()
+
     def kill(self) -> None:
         self.proc.kill()
         self.ended_at = self.ended_at or time.time()
@@ -190,6 +200,8 @@ class ModelRun(Run):
         self.checkpoint_every = checkpoint_every
         self.paused_at: float | None = None
         self.slow_factor = 1.0
+        #: the step checkpointed on demand when the run was stopped for a move
+        self.on_demand: int | None = None
 
     def _frozen_at(self) -> float:
         now = self.clock()
@@ -219,12 +231,18 @@ class ModelRun(Run):
         step = self.step()
         if step >= self.total_steps:
             return step
+        if self.on_demand is not None:
+            return self.on_demand
         k = (step // self.checkpoint_every) * self.checkpoint_every
         return k if k > self.resumed_from else (self.resumed_from or None)
 
     def stop(self) -> None:
         self.stopped_by_api = True
         self.ended_at = self.ended_at or self.clock()
+
+    def checkpoint_stop(self) -> None:
+        self.stop()
+        self.on_demand = self.step()
 
     def kill(self) -> None:
         self.ended_at = self.ended_at or self.clock()

@@ -349,7 +349,9 @@ class TraceFleet:
         self._ledger[key] = result
         return result
 
-    async def stop_training_job(self, job: str, *, idempotency_key: str) -> MutationResult:
+    async def stop_training_job(
+        self, job: str, *, idempotency_key: str, checkpoint: bool = False
+    ) -> MutationResult:
         self._check(job)
         t = self.now_s()
 
@@ -359,7 +361,14 @@ class TraceFleet:
             if run.ended is None:
                 self._commit(run, t)
                 run.ended, run.by_api = min(t, self.trace.horizon_s), True
-            return {"job": job, "was": was.value}
+            out: dict[str, Any] = {"job": job, "was": was.value}
+            if checkpoint:
+                # a planned move: the step reached is checkpointed before the stop
+                step = self._step(run, t)
+                if step not in self._ckpts:
+                    self._ckpts = sorted({*self._ckpts, step})[-self.job.keep :]
+                out["checkpoint_step"] = step
+            return out
 
         return self._once(idempotency_key, "training-stop", apply)
 

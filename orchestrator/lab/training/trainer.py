@@ -11,7 +11,10 @@ holds the workdir; 5 the disk is full (ENOSPC/EDQUOT): a restart cannot succeed 
 someone frees space, so it is a failure of its own, not a crash to retry; 6 checkpoint
 data survives whose manifests were lost (see :mod:`.resume`): refused rather than
 silently restarted from step 0; 128+signal after SIGTERM/SIGINT (143 for SIGTERM), once
-the current step (and its checkpoint, if due) is complete: never a half checkpoint.
+the current step (and its checkpoint, if due) is complete: never a half checkpoint;
+138 after SIGUSR1, the checkpoint on demand of a planned move: the current step is
+completed and checkpointed (unless it already is) before the trainer stops, so a
+restart from that checkpoint loses no step.
 Every refusal and failure is one line on stderr and the reason in a ``failed``
 heartbeat (when the disk still takes one).
 
@@ -97,6 +100,8 @@ BLAS_THREAD_VARS = (
 )
 #: where ``--fault-crash-at PHASE:STEP`` SIGKILLs the trainer inside a checkpoint write
 CRASH_PHASES = ("data-tmp", "data", "manifest")
+#: checkpoint at the current step, then stop (exit 128 + SIGUSR1): a planned move
+CHECKPOINT_SIGNAL = signal.SIGUSR1
 #: the longest the loop sleeps at once, so a SIGTERM is noticed promptly
 _SLEEP_SLICE_S = 0.05
 
@@ -304,6 +309,8 @@ class Trainer:
                 self.beat(TrainerState.RUNNING)
         if self.state.step < args.total_steps:
             assert self.stop_signal is not None
+            if self.stop_signal == CHECKPOINT_SIGNAL and self.checkpoint_step != self.state.step:
+                self.checkpoint()
             self.beat(TrainerState.STOPPED)
             log.info("stopped", job=args.job, step=self.state.step, signal=self.stop_signal)
             return 128 + self.stop_signal
@@ -370,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(CHECKPOINT_SIGNAL, on_signal)
     try:
         _clear_leftovers(args.workdir)
         try:

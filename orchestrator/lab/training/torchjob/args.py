@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "CHECKPOINT_STOP_FILE",
     "EXIT_BAD_CHECKPOINT",
+    "EXIT_CHECKPOINT_STOP",
     "STATS_FILE",
     "EXIT_OK",
     "SAVE_MODES",
@@ -29,6 +31,12 @@ def rank_pid_file(workdir: Path, rank: int) -> Path:
 
 
 EXIT_OK, EXIT_BAD_CHECKPOINT = 0, 3
+#: every rank checkpointed the step they had all reached, on demand, and stopped
+EXIT_CHECKPOINT_STOP = 138
+#: written by the lab into the workdir: checkpoint at the current step, then stop (a
+#: planned move). Rank 0 reads it each step and broadcasts it, so every rank stops at the
+#: same step and writes its shard of the same checkpoint.
+CHECKPOINT_STOP_FILE = "checkpoint-stop"
 SAVE_MODES = ("blocking", "async")
 
 

@@ -26,7 +26,7 @@ from orchestrator.lab.training.status import (
     read_heartbeat,
     read_progress,
 )
-from orchestrator.lab.training.torchjob.args import WorkerArgs, rank_pid_file
+from orchestrator.lab.training.torchjob.args import CHECKPOINT_STOP_FILE, WorkerArgs, rank_pid_file
 from orchestrator.lab.training.torchjob.ranks import clear_rank_timings
 
 __all__ = ["TorchJob", "free_port", "torch_env"]
@@ -60,7 +60,7 @@ class TorchJob:
         # The previous run's heartbeat would read as this run's (stale: a hang) during the
         # tens of seconds before rank 0 writes one; without it the supervisor applies its
         # start-up grace instead. The previous run is dead, so nobody else writes these.
-        for name in (HEARTBEAT_FILE, PROGRESS_FILE):
+        for name in (HEARTBEAT_FILE, PROGRESS_FILE, CHECKPOINT_STOP_FILE):
             (args.workdir / name).unlink(missing_ok=True)
         for rank in range(len(args.hosts)):
             rank_pid_file(args.workdir, rank).unlink(missing_ok=True)

@@ -8,11 +8,12 @@ the numpy trainer, so TrainingJobSupervisorWorkflow supervises it unchanged.
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 from orchestrator.lab.training.runs import Run
-from orchestrator.lab.training.torchjob.args import WorkerArgs
+from orchestrator.lab.training.torchjob.args import CHECKPOINT_STOP_FILE, WorkerArgs
 from orchestrator.lab.training.torchjob.launch import TorchJob
 from orchestrator.lab.training.torchjob.ranks import read_host_step_ms, write_slow_factor
 
@@ -71,6 +72,20 @@ class TorchRun(Run):
     def stop(self) -> None:
         self.stopped_by_api = True
         self.job.kill()
+        self.ended_at = self.ended_at or time.time()
+
+    def checkpoint_stop(self) -> None:
+        """Ask every rank to checkpoint the step they reach and stop; SIGKILL after 120 s."""
+        self.stopped_by_api = True
+        (self.workdir / CHECKPOINT_STOP_FILE).write_text("requested by the lab\n")
+        deadline = time.monotonic() + 120.0
+        for agent in self.job.agents:
+            try:
+                agent.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                break
+        if not self.job.exited:
+            self.job.kill()
         self.ended_at = self.ended_at or time.time()
 
     def kill(self) -> None:

@@ -62,7 +62,9 @@ from orchestrator.lab.training.status import (
     write_status,
 )
 from orchestrator.lab.training.torchjob.args import (
+    CHECKPOINT_STOP_FILE,
     EXIT_BAD_CHECKPOINT,
+    EXIT_CHECKPOINT_STOP,
     EXIT_OK,
     STATS_FILE,
     WorkerArgs,
@@ -225,6 +227,24 @@ class Rank:
             self._commit(self.step, began)
         self.stalls.append(time.monotonic() - began)
 
+    def _stop_requested(self) -> bool:
+        """Rank 0 looks for the lab's request and tells every rank, so all stop together."""
+        asked = self.rank == 0 and (self.args.workdir / CHECKPOINT_STOP_FILE).exists()
+        flag = torch.tensor([1 if asked else 0])
+        dist.broadcast(flag, src=0)
+        return bool(flag.item())
+
+    def _checkpoint_and_stop(self) -> int:
+        """A planned move: commit a checkpoint at this step (unless one is), then stop."""
+        if self.checkpoint_step != self.step and (
+            self.pending is None or self.pending[0] != self.step
+        ):
+            self.checkpoint()
+        self.finish_pending(wait=True)
+        self.beat(TrainerState.STOPPED)
+        print(f"stopped at step {self.step}, checkpointed on demand", flush=True)
+        return EXIT_CHECKPOINT_STOP
+
     def run(self) -> int:
         args = self.args
         self.beat(TrainerState.RUNNING)
@@ -239,6 +259,8 @@ class Rank:
             if time.monotonic() >= self._next_beat:
                 self.beat(TrainerState.RUNNING)
                 self.report_timing()
+            if self.step < args.total_steps and self._stop_requested():
+                return self._checkpoint_and_stop()
         self.finish_pending(wait=True)
         if self.rank == 0:
             write_status(
