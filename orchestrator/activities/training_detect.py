@@ -8,16 +8,21 @@ loss also takes its hosts down.
 
 from __future__ import annotations
 
+import statistics
 from datetime import datetime
 
 from orchestrator.contracts.training import JobState, TrainingCluster, TrainingJob
 from orchestrator.contracts.training_supervisor import FailureKind
 from orchestrator.policy.recovery_models import HostState
 
-__all__ = ["STARTUP_GRACE_S", "classify"]
+__all__ = ["STARTUP_GRACE_S", "STRAGGLER_RATIO", "classify"]
 
 #: a run with no heartbeat yet is starting, not hung, for this long
 STARTUP_GRACE_S = 60.0
+#: a host computing this many times slower than its peers' median is a straggler
+STRAGGLER_RATIO = 3.0
+#: a median of peers needs a few of them
+STRAGGLER_MIN_HOSTS = 3
 
 Finding = tuple[FailureKind, datetime, list[str], str]
 
@@ -57,4 +62,22 @@ def classify(cluster: TrainingCluster, job: TrainingJob, hang_after_s: float) ->
     silent = (now - last).total_seconds()
     if silent > hang_after_s:
         return FailureKind.HANG, last, [], f"no heartbeat for {silent:.1f}s at step {job.step}"
-    return None
+    return _straggler(job, now)
+
+
+def _straggler(job: TrainingJob, now: datetime) -> Finding | None:
+    """One host whose own compute per step is STRAGGLER_RATIO times its peers' median.
+
+    Every rank of a synchronous job steps at the slowest one's pace, so the job's
+    step time cannot say where; per-host compute can. The host is quarantined and
+    the job moved: leaving it would run the whole job at its pace.
+    """
+    timings = job.host_step_ms or {}
+    if len(timings) < STRAGGLER_MIN_HOSTS:
+        return None
+    host, slowest = max(timings.items(), key=lambda kv: (kv[1], kv[0]))
+    median = statistics.median(ms for h, ms in timings.items() if h != host)
+    if median <= 0 or slowest < STRAGGLER_RATIO * median:
+        return None
+    detail = f"straggler {host}: {slowest:.0f} ms per step against its peers' {median:.0f} ms"
+    return FailureKind.STRAGGLER, now, [host], detail

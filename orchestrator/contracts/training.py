@@ -81,6 +81,9 @@ class TrainingJob(StrictModel):
     #: configured time per step, seconds (the productive rate)
     step_s: float = Field(gt=0)
     step_ms_avg: float | None = None
+    #: each host's own compute per step (ms, before waiting for its peers), where the
+    #: fleet measures it per rank: how a straggler is told from a slow job
+    host_step_ms: dict[str, float] | None = None
     #: sha256 of the parameters at the newest checkpoint (or at the end)
     params_digest: str | None = None
     #: a crashed run's own account of why, when it gave one

@@ -48,6 +48,8 @@ class FailureKind(StrEnum):
     BUILDING = "building"
     CRASH = "crash"
     HANG = "hang"
+    #: one host computes far slower than the job's others: the whole job waits for it
+    STRAGGLER = "straggler"
     #: the job was never started (or was stopped by hand): the supervisor launches it
     LAUNCH = "launch"
     #: the last run reported a failure no restart can cure (disk full, checkpoint

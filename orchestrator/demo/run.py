@@ -86,12 +86,22 @@ def demo_lab_config() -> dict[str, Any]:
     for region in config["regions"]:
         web = region["services"]["web"]
         web["queue_limit"] = max(web["queue_limit"], 4 * web["slots"])
-    # Long enough to be hit twice and recover twice: 1,000 steps of 20 ms.
-    config["training"]["jobs"][0].update({"total_steps": 1000})
     # The building scenario's job: long enough to be recovered once while its building's
-    # traffic moves (1,500 steps of 20 ms)
+    # traffic moves (1,500 steps of 20 ms, the numpy trainer)
     building_job = dict(config["training"]["jobs"][0])
     building_job.update({"name": BUILDING_JOB, "region": BUILDING_REGION, "total_steps": 1500})
+    # The PyTorch job (DDP over gloo, one torchrun agent per host, DCP checkpoints), long
+    # enough to be hit twice and recover twice. Ranks beat every second: a rank sharing
+    # two cores with Locust, Temporal and the lab can miss a beat without being hung.
+    config["training"]["jobs"][0].update(
+        {
+            "kind": "torch",
+            "total_steps": scenarios.TRAINING_STEPS,
+            "checkpoint_every": 10,
+            "step_ms": 50,
+            "heartbeat_s": 1.0,
+        }
+    )
     config["training"]["jobs"].append(building_job)
     return config
 

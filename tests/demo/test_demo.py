@@ -68,13 +68,16 @@ class TestPortTaken:
 
 
 class TestLabConfig:
-    """The demo lab is the shipped lab, unbalanced at start, with a job long enough for two
-    hits and web queues deep enough that the lab's own scheduling stalls are not 503s."""
+    """The demo lab is the shipped lab, unbalanced at start, with a PyTorch job long enough
+    for two hits and web queues deep enough that the lab's own scheduling stalls are not 503s."""
 
     def test_is_a_valid_lab(self) -> None:
         config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(demo_lab_config())))
         assert config.initial_routing == "nearest"
-        assert config.training.jobs[0].total_steps >= 1000
+        job = config.training.jobs[0]
+        assert job.kind == "torch"
+        # two faults, each hit once the run is two checkpoints past its resume point
+        assert job.total_steps >= 3 * 2 * job.checkpoint_every
 
     def test_web_queues_absorb_a_stall_of_the_lab(self) -> None:
         config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(demo_lab_config())))

@@ -170,6 +170,7 @@ class LabTrainingCluster:
             ended_at=_dt(run.ended_at),
             started_at=_dt(run.started_at),
             step_ms_avg=run.step_ms_avg(),
+            host_step_ms=run.host_step_ms(),
             params_digest=digest,
             failure=run.failure() if state is JobState.CRASHED else None,
             **common,

@@ -56,6 +56,10 @@ class Run:
     def step_ms_avg(self) -> float | None:
         return None
 
+    def host_step_ms(self) -> dict[str, float] | None:
+        """Each host's own compute per step (ms), where the run reports it per rank."""
+        return None
+
     def failure(self) -> JobFailure | None:
         """The run's own reason for ending, when it exited with one."""
         return None

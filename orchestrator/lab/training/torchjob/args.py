@@ -95,7 +95,9 @@ def parse_args(argv: Sequence[str] | None = None) -> WorkerArgs:
     p.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--save", choices=SAVE_MODES, default="async")
-    p.add_argument("--step-ms", type=float, default=0.0, help="extra time per step (pacing)")
+    p.add_argument(
+        "--step-ms", type=float, default=0.0, help="compute per step (a sleep standing in for GPU)"
+    )
     p.add_argument("--hidden", type=int, default=128, help="MLP width")
     p.add_argument("--timeout-s", type=float, default=60.0, help="collective timeout")
     ns = p.parse_args(argv)

@@ -27,6 +27,7 @@ from orchestrator.lab.training.status import (
     read_progress,
 )
 from orchestrator.lab.training.torchjob.args import CHECKPOINT_STOP_FILE, WorkerArgs, rank_pid_file
+from orchestrator.lab.training.torchjob.ranks import clear_rank_timings
 
 __all__ = ["TorchJob", "free_port", "torch_env"]
 
@@ -63,6 +64,7 @@ class TorchJob:
             (args.workdir / name).unlink(missing_ok=True)
         for rank in range(len(args.hosts)):
             rank_pid_file(args.workdir, rank).unlink(missing_ok=True)
+        clear_rank_timings(args.workdir, len(args.hosts))
         job = cls(args=args, port=port or free_port())
         nnodes = len(args.hosts)
         for index, host in enumerate(args.hosts):

@@ -15,6 +15,7 @@ from pathlib import Path
 from orchestrator.lab.training.runs import Run
 from orchestrator.lab.training.torchjob.args import CHECKPOINT_STOP_FILE, WorkerArgs
 from orchestrator.lab.training.torchjob.launch import TorchJob
+from orchestrator.lab.training.torchjob.ranks import read_host_step_ms, write_slow_factor
 
 __all__ = ["TorchRun"]
 
@@ -42,10 +43,23 @@ class TorchRun(Run):
             # collective timeout). Take the rest down now, so a restart never races them.
             self.job.kill()
             return True
-        return False
+        return self._done()
+
+    def _done(self) -> bool:
+        """Rank 0 wrote the final progress: every step run, the last checkpoint committed.
+
+        The agents may take seconds more to exit (each waits for the others at torchrun's
+        exit barrier; on a loaded machine a finished job sat 6 s there and read as hung):
+        the job is finished now, not when the last agent is gone.
+        """
+        progress = self.job.progress()
+        return progress is not None and progress.step >= self.job.args.total_steps
 
     def finished(self) -> bool:
-        return self.job.returncodes() == [0] * len(self.job.agents)
+        codes = self.job.returncodes()
+        return all(code in (None, 0) for code in codes) and (
+            codes == [0] * len(codes) or self._done()
+        )
 
     def checkpoint_step(self) -> int | None:
         beat = self.job.heartbeat()
@@ -81,6 +95,15 @@ class TorchRun(Run):
     def kill_rank(self, rank: int) -> int:
         """The "one rank SIGKILLed" fault: the worker dies, its agent stays."""
         return self.job.kill_rank(rank, signal.SIGKILL)
+
+    def set_slow_factor(self, factor: float) -> None:
+        """The straggler fault: the last rank's host computes ``factor`` times slower."""
+        write_slow_factor(self.workdir, self.job.args.hosts[-1], factor)
+
+    def host_step_ms(self) -> dict[str, float] | None:
+        # Fresh within three heartbeats: a rank that stopped reporting is not timed.
+        args = self.job.args
+        return read_host_step_ms(args.workdir, args.hosts, 3 * args.heartbeat_s) or None
 
     def pause(self) -> None:
         # A hung rank: SIGSTOP the last one; every other rank blocks in all-reduce,

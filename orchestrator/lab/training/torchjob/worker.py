@@ -72,6 +72,7 @@ from orchestrator.lab.training.torchjob.args import (
     rank_pid_file,
 )
 from orchestrator.lab.training.torchjob.model import DataSet, build_model, params_digest
+from orchestrator.lab.training.torchjob.ranks import RankTiming, read_slow_factor, write_rank_timing
 
 __all__ = ["main"]
 
@@ -114,6 +115,9 @@ class Rank:
         self.stalls: list[float] = []
         self.commits: list[float] = []
         self.step_s: list[float] = []
+        #: own compute per step since the last timing report (ranks.py)
+        self.own_s: list[float] = []
+        self.host = args.hosts[self.rank]
         # async_save runs its collectives in a background thread: they get their own
         # group so they never interleave with DDP's all-reduce on the default one.
         self.ckpt_group = dist.new_group(backend="gloo") if args.save == "async" else None
@@ -138,10 +142,23 @@ class Rank:
         self.step = self.resumed_from = self.checkpoint_step = step
         self.cursor = int(progress["cursor"])
 
+    def report_timing(self) -> None:
+        """This rank's own compute per step since the last report (every rank writes)."""
+        if not self.own_s:
+            return
+        mean_ms = 1000 * sum(self.own_s) / len(self.own_s)
+        self.own_s.clear()
+        write_rank_timing(
+            self.args.workdir,
+            RankTiming(
+                rank=self.rank, host=self.host, step=self.step, own_ms=mean_ms, time=time.time()
+            ),
+        )
+
     def beat(self, state: TrainerState) -> None:
+        self._next_beat = time.monotonic() + self.args.heartbeat_s
         if self.rank != 0:
             return
-        self._next_beat = time.monotonic() + self.args.heartbeat_s
         write_status(
             self.args.workdir,
             Heartbeat(
@@ -160,9 +177,16 @@ class Rank:
         )
 
     def train_step(self) -> None:
+        begun = time.monotonic()
+        if self.args.step_ms > 0:
+            # The stand-in for this rank's GPU compute, before it joins the all-reduce;
+            # a straggler's host stretches it (ranks.py).
+            time.sleep(self.args.step_ms / 1000 * read_slow_factor(self.args.workdir, self.host))
         x, y = self.data.batch(self.cursor, self.rank, self.args.batch)
         self.optim.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(self.ddp(x), y)
+        # own compute: everything before backward, where the wait for peers happens
+        self.own_s.append(time.monotonic() - begun)
         loss.backward()
         self.optim.step()
         self.step += 1
@@ -229,13 +253,12 @@ class Rank:
             begun = time.monotonic()
             self.train_step()
             self.step_s.append(time.monotonic() - begun)
-            if args.step_ms > 0:
-                time.sleep(max(0.0, args.step_ms / 1000 - (time.monotonic() - begun)))
             if self.step % args.checkpoint_every == 0 or self.step == args.total_steps:
                 self.checkpoint()
             self.finish_pending(wait=False)
             if time.monotonic() >= self._next_beat:
                 self.beat(TrainerState.RUNNING)
+                self.report_timing()
             if self.step < args.total_steps and self._stop_requested():
                 return self._checkpoint_and_stop()
         self.finish_pending(wait=True)
@@ -310,7 +333,7 @@ def _clear_leftovers(workdir: Path) -> None:
         if path.name.endswith(TMP_SUFFIX) and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
         elif path.name == PROGRESS_FILE or (
-            path.name.startswith("rank-") and path.name.endswith(".pid")
+            path.name.startswith("rank-") and path.name.endswith((".pid", ".json"))
         ):
             path.unlink()
 
