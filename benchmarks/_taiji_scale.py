@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.summary import Claim, Target, claim
-from orchestrator.policy.taiji import SolverInstance, solve
+from orchestrator.policy.rebalance.taiji import SolverInstance, solve
 
 SIZE = (5000, 100)
 TARGET_SECONDS = 3.0

@@ -76,7 +76,7 @@ from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.models import HealthReport
-from orchestrator.policy.maelstrom import generate_drain_dag, simulate, synthetic_runbook
+from orchestrator.policy.drain.maelstrom import generate_drain_dag, simulate, synthetic_runbook
 from orchestrator.runbook import load_runbook
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from workflows.rebalancer import TrafficRebalanceWorkflow

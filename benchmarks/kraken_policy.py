@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.policy.health_metrics import default_lab_metrics
-from orchestrator.policy.kraken import (
+from orchestrator.policy.loadtest.kraken import (
     FixedPolicyConfig,
     StepPolicyConfig,
     kraken_fixed_step,
     next_step,
 )
-from orchestrator.policy.kraken_sim import SimulatedRegion, SimulatedRun, run_load_test
+from orchestrator.policy.loadtest.sim import SimulatedRegion, SimulatedRun, run_load_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.summary import Claim, Target, claim, dump  # noqa: E402

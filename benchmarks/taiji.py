@@ -5,7 +5,7 @@ region, a capacity-fraction override, per-PoP RTT limits, sticky floors, a share
 cap, the 0.04 per-epoch ramp and 1,024 current buckets per PoP. In one run,
 for each instance:
 
-- **solver**: ``orchestrator.policy.taiji.solve`` (two-stage HiGHS LP, PoPs with
+- **solver**: ``orchestrator.policy.rebalance.taiji.solve`` (two-stage HiGHS LP, PoPs with
   equal allowed sets merged in stage 1, then dampening and the bucket mapping).
   Timed end to end, median of several runs. Its undamped optimum (damping 1,
   no skip) is what is compared with the LP.
@@ -56,15 +56,15 @@ from scipy.optimize import linprog
 
 from orchestrator.exceptions import Infeasible
 from orchestrator.models import RegionStatus
-from orchestrator.policy.buckets import bucket_counts
-from orchestrator.policy.taiji import (
+from orchestrator.policy.rebalance.buckets import bucket_counts
+from orchestrator.policy.rebalance.lp import compile_instance
+from orchestrator.policy.rebalance.taiji import (
     SolverInstance,
     SolverResult,
     fraction_violations,
     solve,
     violations,
 )
-from orchestrator.policy.taiji_lp import compile_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._taiji_scale import compare, scale_claims  # noqa: E402

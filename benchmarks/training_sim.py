@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.policy.ettr import (
+from orchestrator.policy.training.ettr import (
     LINEAR_MODEL_LIMIT,
     FailureModel,
     daly_interval,
@@ -44,7 +44,7 @@ from orchestrator.policy.ettr import (
     meta_optimal_interval,
     rate_from_interruptions,
 )
-from orchestrator.policy.ettr_sim import (
+from orchestrator.policy.training.ettr_sim import (
     SimulationParams,
     best_interval_by_simulation,
     failure_traces,

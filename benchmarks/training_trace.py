@@ -68,8 +68,8 @@ from orchestrator.lab.training.trace import (
     activity_clock,
     trace_from_simulation,
 )
-from orchestrator.policy.ettr import FailureModel, rate_from_interruptions
-from orchestrator.policy.ettr_sim import SimulationParams, simulate_trace
+from orchestrator.policy.training.ettr import FailureModel, rate_from_interruptions
+from orchestrator.policy.training.ettr_sim import SimulationParams, simulate_trace
 from orchestrator.temporal import binary_path, data_converter, register_search_attributes
 from orchestrator.worker import sandbox_runner
 from workflows.training_recovery import TrainingRecoveryWorkflow

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, TriggerContext
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES, RunbookError
     from orchestrator.models import RegionStatus
-    from orchestrator.policy.drill import blocking_window, least_recently_drained
+    from orchestrator.policy.drain.drill import blocking_window, least_recently_drained
     from orchestrator.runbook.params import bind
     from orchestrator.runbook.spec import ParamType, Runbook
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.rebalancer import RoutingWriter
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.policy.health_metrics import HealthMetric
-    from orchestrator.policy.kraken import StepRecord
+    from orchestrator.policy.loadtest.kraken import StepRecord
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND
     from workflows import observe
     from workflows.load_test_routing import RoutingMoves

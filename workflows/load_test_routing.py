@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         RoutingWriter,
         SetOverrideInput,
     )
-    from orchestrator.policy.rebalance_inputs import Override
+    from orchestrator.policy.rebalance.inputs import Override
 
 __all__ = ["REFUSALS", "RESTORE_TOLERANCE", "WRITER_PATCH", "RoutingMoves"]
 

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
         RebalancerState,
         SetOverrideInput,
     )
-    from orchestrator.policy.rebalance_inputs import Override, override_refusal
+    from orchestrator.policy.rebalance.inputs import Override, override_refusal
 
 __all__ = ["OverrideChanges", "capacity_shares", "make_override", "set_override_refusal"]
 

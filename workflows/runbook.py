@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TaskPhase,
         TaskState,
     )
-    from orchestrator.policy.maelstrom import critical_path, dag_of, percentile
+    from orchestrator.policy.drain.maelstrom import critical_path, dag_of, percentile
     from orchestrator.runbook.spec import ParamType, RunbookKind, Task
     from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
     from workflows import observe

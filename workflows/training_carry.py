@@ -16,10 +16,10 @@ from orchestrator.contracts.failure_totals import (
     totals_of,
 )
 from orchestrator.contracts.training_supervisor import SupervisorInput
-from orchestrator.policy.crashloop import trim_attempts
-from orchestrator.policy.ettr_observed import observed_ettr
-from orchestrator.policy.quarantine import prune_quarantine
-from orchestrator.policy.recovery_models import QuarantinePolicy
+from orchestrator.policy.training.crashloop import trim_attempts
+from orchestrator.policy.training.ettr_observed import observed_ettr
+from orchestrator.policy.training.models import QuarantinePolicy
+from orchestrator.policy.training.quarantine import prune_quarantine
 
 __all__ = ["carry", "compute_share", "observed_ettr_carried"]
 

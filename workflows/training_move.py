@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         WatchMode,
     )
     from orchestrator.exceptions import InvalidRequest, PolicyError
-    from orchestrator.policy.placement import place_job
+    from orchestrator.policy.training.placement import place_job
     from workflows.training_recovery import MUTATION_RETRY, poll_retry
 
 __all__ = ["PlannedMoves", "planned_move"]

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         WatchMode,
     )
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES, PolicyError
-    from orchestrator.policy.recovery import choose_checkpoint, place_job, quarantine_host
+    from orchestrator.policy.training.recovery import choose_checkpoint, place_job, quarantine_host
 
 __all__ = ["CALL_HEARTBEAT_PATCH", "MUTATION_RETRY", "TrainingRecoveryWorkflow", "poll_retry"]
 

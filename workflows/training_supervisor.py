@@ -37,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
         SupervisorStatus,
         WatchMode,
     )
-    from orchestrator.policy.checkpoints import resume_blamed
-    from orchestrator.policy.recovery import (
+    from orchestrator.policy.training.checkpoints import resume_blamed
+    from orchestrator.policy.training.recovery import (
         CrashLoopAction,
         RecoveryAttempt,
         crash_loop_decision,

@@ -20,7 +20,7 @@ from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.drain import DrainCheckInput, DrainRecordInput
 from orchestrator.contracts.runbook import DrainRecord, RunbookReport
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.policy.drain_capacity import DrainForecast
+from orchestrator.policy.drain.capacity import DrainForecast
 
 __all__ = [
     "DrainActivities",

@@ -26,8 +26,8 @@ from orchestrator.exceptions import InvalidInstance, VersionConflict
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.models import HealthReport, RoutingTable, RoutingWrite, Topology
 from orchestrator.policy.health_metrics import evaluate_health
-from orchestrator.policy.kraken import theoretical_capacity
-from orchestrator.policy.pin_table import pinned_table, region_share
+from orchestrator.policy.loadtest.kraken import theoretical_capacity
+from orchestrator.policy.rebalance.pin_table import pinned_table, region_share
 from orchestrator.policy.snapshot import traffic_shares
 
 __all__ = ["LoadTestActivities", "judge_restore", "routing_difference", "service_loads"]

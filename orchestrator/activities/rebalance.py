@@ -25,7 +25,7 @@ from orchestrator.exceptions import PolicyError, VersionConflict
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.logging import get_logger
 from orchestrator.models import HealthReport, RoutingTable, RoutingWrite, Topology
-from orchestrator.policy.rebalance_inputs import (
+from orchestrator.policy.rebalance.inputs import (
     FleetView,
     Override,
     SkipEpoch,
@@ -33,8 +33,8 @@ from orchestrator.policy.rebalance_inputs import (
     build_instance,
     restore_table,
 )
-from orchestrator.policy.taiji import check, solve
-from orchestrator.policy.taiji_model import Constraints, SolverResult
+from orchestrator.policy.rebalance.model import Constraints, SolverResult
+from orchestrator.policy.rebalance.taiji import check, solve
 
 __all__ = ["EpochPlan", "PlanEpochInput", "PublishInput", "PublishResult", "RebalanceActivities"]
 

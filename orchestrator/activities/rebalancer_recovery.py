@@ -25,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.contracts.rebalancer import HOLDS_MEMO, holds_from_memo
 from orchestrator.logging import get_logger
-from orchestrator.policy.rebalance_inputs import Override
+from orchestrator.policy.rebalance.inputs import Override
 
 __all__ = [
     "LOADTEST_OWNER",

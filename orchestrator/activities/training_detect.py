@@ -13,7 +13,7 @@ from datetime import datetime
 
 from orchestrator.contracts.training import JobState, TrainingCluster, TrainingJob
 from orchestrator.contracts.training_supervisor import FailureKind
-from orchestrator.policy.recovery_models import HostState
+from orchestrator.policy.training.models import HostState
 
 __all__ = ["STARTUP_GRACE_S", "STRAGGLER_RATIO", "classify"]
 

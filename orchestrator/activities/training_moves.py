@@ -1,7 +1,7 @@
 """Runbook activities for the training half of a building incident (issue 25).
 
 ``training_move`` plans (which jobs have hosts in the building, and whether the GPU
-capacity outside is enough: :func:`~orchestrator.policy.evacuation.plan_building_evacuation`)
+capacity outside is enough: :func:`~orchestrator.policy.training.evacuation.plan_building_evacuation`)
 and then asks each job's supervisor to move it, through its ``move_job`` Update: the
 supervisor is the job's single writer, a runbook never stops a job behind its back.
 The Update id is the runbook's idempotency key, so a retried activity moves once.
@@ -30,7 +30,7 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.exceptions import GpuCapacityShort, HostsBusy, InvalidRequest, RunbookError
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.policy.evacuation import EvacuationPlan
+from orchestrator.policy.training.evacuation import EvacuationPlan
 
 __all__ = [
     "HostsInput",

@@ -20,7 +20,7 @@ from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
 from orchestrator.contracts.runbook import override_owner
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.policy.drain_capacity import DrainForecast, check_drain_capacity, forecast_drain
+from orchestrator.policy.drain.capacity import DrainForecast, check_drain_capacity, forecast_drain
 from orchestrator.temporal import REGION
 
 __all__ = ["HOLD", "drain_forecast", "running_drains"]
@@ -68,7 +68,7 @@ async def drain_forecast(
     fleet: Fleet, client: Client, inp: DrainCheckInput, *, check: bool = True
 ) -> tuple[DrainForecast, dict[str, str]]:
     """The forecast of draining ``inp.region`` with the running drains; with ``check``
-    a :class:`~orchestrator.policy.drain_capacity.DrainRefused` when it is unsafe."""
+    a :class:`~orchestrator.policy.drain.capacity.DrainRefused` when it is unsafe."""
     running = await running_drains(client, exclude_id=inp.workflow_id, task_queue=inp.task_queue)
     if running.get(inp.region, "").startswith(HOLD):
         # The region's own hold (a finished earlier drain of it) is not a second drain.

@@ -12,7 +12,11 @@ from pydantic import BaseModel
 from orchestrator.contracts.training import JobState, TrainingCluster
 from orchestrator.exceptions import InvalidRequest
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.policy.evacuation import EvacuationJob, EvacuationPlan, plan_building_evacuation
+from orchestrator.policy.training.evacuation import (
+    EvacuationJob,
+    EvacuationPlan,
+    plan_building_evacuation,
+)
 from orchestrator.runbook.spec import Runbook, RunMode
 from orchestrator.runbook.templates import REGISTRY
 from orchestrator.runbook.training_templates import TrainingMoveArgs

@@ -39,7 +39,7 @@ from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.drain import DrainCheckInput
 from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput
-from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast
+from orchestrator.policy.drain.capacity import DEFAULT_TARGET_UTILIZATION, DrainForecast
 from orchestrator.promhealth.configured import fleet_from_settings
 
 __all__ = ["RUNBOOKS_DIR", "register", "shifts_traffic"]

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from orchestrator.commands.output import JSON_OPTION, console, error_reason, fail, print_json
 from orchestrator.exceptions import PolicyError
-from orchestrator.policy.taiji import SolverInstance, SolverResult, solve
+from orchestrator.policy.rebalance.taiji import SolverInstance, SolverResult, solve
 
 __all__ = ["app", "load_instance", "render_result"]
 

@@ -34,7 +34,7 @@ from orchestrator.contracts.rebalancer import (
     ResumeInput,
 )
 from orchestrator.exceptions import UnsafeRequest
-from orchestrator.policy.taiji_model import Constraints
+from orchestrator.policy.rebalance.model import Constraints
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 __all__ = ["NotRunning", "register", "rebalancer_not_running", "require_rebalancer"]

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.policy.maelstrom import dag_of, simulate, topological_layers
+from orchestrator.policy.drain.maelstrom import dag_of, simulate, topological_layers
 from orchestrator.runbook import lint_files, load_runbook
 from orchestrator.runbook.spec import Runbook, RunMode
 from orchestrator.runbook.types import format_duration

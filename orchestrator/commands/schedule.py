@@ -35,7 +35,7 @@ from orchestrator.config import Settings
 from orchestrator.contracts.drill import DRILL_WORKFLOW, BlockedWindow, DrillInput
 from orchestrator.contracts.load_test import DEFAULT_SETTLE_S, DEFAULT_WINDOW_S, LoadTestInput
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.policy.drill import parse_window
+from orchestrator.policy.drain.drill import parse_window
 from orchestrator.runbook import load_runbook
 from orchestrator.runbook.types import parse_duration
 

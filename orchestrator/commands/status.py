@@ -25,7 +25,7 @@ from orchestrator.contracts.runbook import override_owner
 from orchestrator.exceptions import ConfigError, FleetError, OrchestratorError
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.models import HealthReport, RoutingTable, Topology
-from orchestrator.policy.rebalance_inputs import Override
+from orchestrator.policy.rebalance.inputs import Override
 
 __all__ = [
     "RunState",

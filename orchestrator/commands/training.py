@@ -14,13 +14,13 @@ from rich.table import Table
 
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.policy.ettr import (
+from orchestrator.policy.training.ettr import (
     LINEAR_MODEL_LIMIT,
     FailureModel,
     advise_interval,
     exponential_ettr,
 )
-from orchestrator.policy.ettr_sim import (
+from orchestrator.policy.training.ettr_sim import (
     SimulationParams,
     best_interval_by_simulation,
     simulate,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from orchestrator.policy.drain_capacity import DEFAULT_TARGET_UTILIZATION
+from orchestrator.policy.drain.capacity import DEFAULT_TARGET_UTILIZATION
 
 __all__ = ["DrainCheckInput", "DrainRecordInput"]
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from orchestrator.policy.drill import DAYS, BlockedWindow
+from orchestrator.policy.drain.drill import DAYS, BlockedWindow
 from orchestrator.runbook.spec import Runbook
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import AwareDatetime, Field
 
 from orchestrator.models import StrictModel
-from orchestrator.policy.ettr_observed import Outage, outage_seconds
+from orchestrator.policy.training.ettr_observed import Outage, outage_seconds
 
 if TYPE_CHECKING:
     from orchestrator.contracts.training_supervisor import FailureRecord

@@ -18,7 +18,7 @@ from orchestrator.policy.health_metrics import (
     MetricReading,
     default_lab_metrics,
 )
-from orchestrator.policy.kraken import (
+from orchestrator.policy.loadtest.kraken import (
     CapacityEstimate,
     FixedPolicyConfig,
     StepAction,
@@ -85,7 +85,7 @@ def load_test_owner(workflow_id: str) -> str:
 class PolicyChoice(BaseModel):
     """Which step policy drives the test, with overrides of its settings."""
 
-    #: ``adaptive`` (orchestrator.policy.kraken.next_step) or Kraken's fixed 15%/1% policy
+    #: ``adaptive`` (orchestrator.policy.loadtest.kraken.next_step) or Kraken's fixed 15%/1% policy
     kind: Literal["adaptive", "kraken_fixed"] = "adaptive"
     #: fields of StepPolicyConfig / FixedPolicyConfig other than the load bounds
     settings: dict[str, Any] = Field(default_factory=dict)

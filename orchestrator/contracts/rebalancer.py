@@ -7,8 +7,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from orchestrator.models import Fraction
-from orchestrator.policy.rebalance_inputs import FleetView, Override
-from orchestrator.policy.taiji_model import Constraints
+from orchestrator.policy.rebalance.inputs import FleetView, Override
+from orchestrator.policy.rebalance.model import Constraints
 
 __all__ = [
     "ClearOverrideInput",

@@ -1,7 +1,7 @@
 """The fleet contract for training: the cluster (hosts with GPU health), jobs, checkpoints.
 
 Hosts, checkpoints, incidents and quarantine records are the recovery policy's own
-models (:mod:`orchestrator.policy.recovery_models`), so what the fleet answers is
+models (:mod:`orchestrator.policy.training.models`), so what the fleet answers is
 exactly what the policy decides on, with no translation layer to drift.
 """
 
@@ -12,7 +12,7 @@ from enum import StrEnum
 from pydantic import AwareDatetime, Field
 
 from orchestrator.models import StrictModel
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     CheckpointInfo,
     Host,
     Incident,

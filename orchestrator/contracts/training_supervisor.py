@@ -14,7 +14,7 @@ from orchestrator.contracts.failure_totals import FailureTotals, totals_of
 from orchestrator.contracts.host_list import HostList
 from orchestrator.contracts.training_moves import MoveRecord
 from orchestrator.models import StrictModel
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     CheckpointRejection,
     QuarantineRecord,
     RecoveryAttempt,

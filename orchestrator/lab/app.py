@@ -39,7 +39,7 @@ from orchestrator.models import (
     ShardMove,
     Topology,
 )
-from orchestrator.policy.buckets import bucket_of
+from orchestrator.policy.rebalance.buckets import bucket_of
 
 __all__ = ["create_app"]
 

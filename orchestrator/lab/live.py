@@ -29,7 +29,7 @@ from orchestrator.models import (
     ServiceHealth,
     ServiceKind,
 )
-from orchestrator.policy.buckets import bucket_of
+from orchestrator.policy.rebalance.buckets import bucket_of
 
 __all__ = ["EdgeAnswer", "LiveEngine"]
 

@@ -2,7 +2,7 @@
 
 Fractions are the source of truth. Buckets are realised lazily, one PoP at a
 time, by replaying the chain of fraction changes through
-:func:`~orchestrator.policy.buckets.assign_buckets` (each step keeping as many
+:func:`~orchestrator.policy.rebalance.buckets.assign_buckets` (each step keeping as many
 buckets in place as possible), so a 1,000-PoP table can be rewritten and read
 for health without ever building a million bucket entries, and a PoP whose
 buckets are realised later gets exactly the minimal-churn history it would
@@ -19,7 +19,7 @@ import numpy as np
 
 from orchestrator.lab.errors import invalid
 from orchestrator.models import FRACTION_SUM_TOLERANCE, RoutingTable, RoutingWrite
-from orchestrator.policy.buckets import assign_buckets
+from orchestrator.policy.rebalance.buckets import assign_buckets
 
 __all__ = ["MAX_PENDING_CHAIN", "RoutingState"]
 

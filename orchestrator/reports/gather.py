@@ -38,7 +38,7 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorStatus,
 )
 from orchestrator.exceptions import OrchestratorError
-from orchestrator.policy.maelstrom import critical_path, dag_of
+from orchestrator.policy.drain.maelstrom import critical_path, dag_of
 from orchestrator.reports.gather_jobs import jobs_of_run
 from orchestrator.reports.models import (
     REPORTED_TYPES,

@@ -37,7 +37,7 @@ from typer.testing import CliRunner
 from orchestrator.cli import app as cli_app
 from orchestrator.commands.output import error_reason
 from orchestrator.exceptions import Infeasible, PolicyError, RunbookError
-from orchestrator.policy.taiji import SolverInstance, SolverResult, solve
+from orchestrator.policy.rebalance.taiji import SolverInstance, SolverResult, solve
 from orchestrator.runbook import Finding, RunbookInvalid, load_runbook
 from testkit.ports import free_port
 

@@ -12,7 +12,7 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorStatus,
 )
 from orchestrator.models import AuditEntry
-from orchestrator.policy.recovery_models import JobSpec
+from orchestrator.policy.training.models import JobSpec
 from testkit.chaos.harness import audit_problems, redundant_publishes, repeated_changes
 from testkit.chaos.training_scenario import training_problems
 

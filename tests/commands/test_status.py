@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.commands.status import region_states
-from orchestrator.policy.rebalance_inputs import Override
+from orchestrator.policy.rebalance.inputs import Override
 from tests.fixtures.lab import RunningLab
 from tests.fixtures.ports import free_port
 

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.commands.output import error_reason
 from orchestrator.contracts.runbook import RunbookRunInput
+from orchestrator.policy.rebalance.taiji import SolverInstance
 from orchestrator.policy.snapshot import FleetSnapshot
-from orchestrator.policy.taiji import SolverInstance
 from orchestrator.runbook import lint_text
 from orchestrator.temporal import data_converter
 from testkit.fuzz.probes import SOLVER_EXAMPLE

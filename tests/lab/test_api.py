@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.lab.config import load_config
-from orchestrator.policy.buckets import churn, min_churn
+from orchestrator.policy.rebalance.buckets import churn, min_churn
 from tests.fixtures.lab import LabFactory, RunningLab
 
 

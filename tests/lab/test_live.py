@@ -11,7 +11,7 @@ import pytest
 from orchestrator.lab.runtime import LabRuntime
 from orchestrator.lab.slots import Booking
 from orchestrator.models import BatchJobAction, RoutingWrite, ServiceWeightChange, ShardMove
-from orchestrator.policy.buckets import bucket_of
+from orchestrator.policy.rebalance.buckets import bucket_of
 from tests.lab.configs import small_config
 
 

@@ -7,7 +7,7 @@ import pytest
 from orchestrator.lab.errors import ApiError
 from orchestrator.lab.routing import MAX_PENDING_CHAIN, RoutingState
 from orchestrator.models import RoutingWrite
-from orchestrator.policy.buckets import assign_buckets
+from orchestrator.policy.rebalance.buckets import assign_buckets
 
 
 def _state() -> RoutingState:

@@ -19,8 +19,8 @@ from orchestrator.lab.training.checkpoints import (
     scan_checkpoints,
     write_checkpoint,
 )
-from orchestrator.policy.checkpoints import choose_checkpoint
-from orchestrator.policy.recovery_models import RejectReason
+from orchestrator.policy.training.checkpoints import choose_checkpoint
+from orchestrator.policy.training.models import RejectReason
 
 
 def _arrays(step: int) -> dict[str, np.ndarray]:

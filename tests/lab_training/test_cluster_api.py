@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.contracts.training import JobState, QuarantineRequest, StartJobRequest
 from orchestrator.exceptions import FleetNotFound, VersionConflict
-from orchestrator.policy.recovery import choose_checkpoint
-from orchestrator.policy.recovery_models import HostState, RejectReason
+from orchestrator.policy.training.models import HostState, RejectReason
+from orchestrator.policy.training.recovery import choose_checkpoint
 from tests.fixtures.lab import LabFactory
 from tests.workflows.training_support import JOB, inject, job_view, training_config, wait_job
 

@@ -25,7 +25,7 @@ from orchestrator.lab.training.sharded import (
     staging_dir,
     verify_sharded,
 )
-from orchestrator.policy.checkpoints import choose_checkpoint
+from orchestrator.policy.training.checkpoints import choose_checkpoint
 
 
 def _stage(directory: Path, step: int, ranks: int = 4) -> Path:

@@ -18,7 +18,7 @@ from orchestrator.lab.training.sharded import corrupt_newest_sharded, list_shard
 from orchestrator.lab.training.status import Progress
 from orchestrator.lab.training.torchjob.args import parse_args
 from orchestrator.lab.training.torchjob.launch import TorchJob
-from orchestrator.policy.checkpoints import choose_checkpoint
+from orchestrator.policy.training.checkpoints import choose_checkpoint
 from orchestrator.waiting import wait_until
 
 pytestmark = pytest.mark.server

@@ -18,8 +18,8 @@ from orchestrator.lab.training.trace import (
     activity_clock,
     trace_from_simulation,
 )
-from orchestrator.policy.ettr import FailureModel
-from orchestrator.policy.ettr_sim import SimulationParams, failure_traces, simulate_trace
+from orchestrator.policy.training.ettr import FailureModel
+from orchestrator.policy.training.ettr_sim import SimulationParams, failure_traces, simulate_trace
 
 EPOCH = 1_800_000_000.0
 JOB = TraceJob(name="j", hosts=4, step_s=1.0, checkpoint_every=100, restart_s=50.0)

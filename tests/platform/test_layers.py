@@ -48,7 +48,7 @@ class TestLowerLayersImportLittle:
         assert _loaded_after(modules, ("scipy", "yaml", "temporalio", "httpx")) == []
 
     def test_maelstrom(self) -> None:
-        assert _loaded_after(["orchestrator.policy.maelstrom"], ("yaml", "scipy")) == []
+        assert _loaded_after(["orchestrator.policy.drain.maelstrom"], ("yaml", "scipy")) == []
 
 
 class TestWorkflowNames:

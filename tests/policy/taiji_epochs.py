@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.policy.taiji import SolverInstance, SolverResult, solve
+from orchestrator.policy.rebalance.taiji import SolverInstance, SolverResult, solve
 
 
 def next_epoch(inst: SolverInstance, result: SolverResult) -> SolverInstance:

@@ -8,7 +8,7 @@ import math
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.policy.buckets import (
+from orchestrator.policy.rebalance.buckets import (
     assign_buckets,
     bucket_counts,
     bucket_of,

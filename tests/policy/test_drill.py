@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from orchestrator.policy.drill import blocking_window, least_recently_drained, parse_window
+from orchestrator.policy.drain.drill import blocking_window, least_recently_drained, parse_window
 
 # 2024-05-03 is a Friday
 FRI_2300 = datetime(2024, 5, 3, 23, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.ettr import (
+from orchestrator.policy.training.ettr import (
     FailureModel,
     advise_interval,
     best_exponential_interval,

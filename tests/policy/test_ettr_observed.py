@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.ettr_observed import Outage, observed_ettr, outage_seconds
+from orchestrator.policy.training.ettr_observed import Outage, observed_ettr, outage_seconds
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

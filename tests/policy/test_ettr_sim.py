@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.ettr import (
+from orchestrator.policy.training.ettr import (
     FailureModel,
     daly_interval,
     exponential_ettr,
@@ -16,7 +16,7 @@ from orchestrator.policy.ettr import (
     meta_optimal_interval,
     rate_from_interruptions,
 )
-from orchestrator.policy.ettr_sim import (
+from orchestrator.policy.training.ettr_sim import (
     SimulationParams,
     best_interval_by_simulation,
     failure_traces,

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.policy.evacuation import EvacuationJob, plan_building_evacuation
-from orchestrator.policy.recovery_models import Host, HostState, JobSpec
+from orchestrator.policy.training.evacuation import EvacuationJob, plan_building_evacuation
+from orchestrator.policy.training.models import Host, HostState, JobSpec
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 

@@ -23,10 +23,10 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorInput,
     SupervisorStatus,
 )
-from orchestrator.policy.crashloop import crash_loop_decision, trim_attempts
-from orchestrator.policy.ettr_observed import observed_ettr
-from orchestrator.policy.quarantine import prune_quarantine, quarantine_host
-from orchestrator.policy.recovery_models import QuarantinePolicy, RecoveryAttempt
+from orchestrator.policy.training.crashloop import crash_loop_decision, trim_attempts
+from orchestrator.policy.training.ettr_observed import observed_ettr
+from orchestrator.policy.training.models import QuarantinePolicy, RecoveryAttempt
+from orchestrator.policy.training.quarantine import prune_quarantine, quarantine_host
 from orchestrator.temporal import data_converter
 from workflows.training_carry import carry, observed_ettr_carried
 

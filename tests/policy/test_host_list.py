@@ -26,7 +26,7 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorInput,
 )
 from orchestrator.models import MutationResult
-from orchestrator.policy.recovery_models import Host, HostState, JobSpec
+from orchestrator.policy.training.models import Host, HostState, JobSpec
 from orchestrator.temporal import data_converter
 
 LIMIT = 256 * 1024

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.lab.config import load_config
 from orchestrator.models import HealthReport, PopHealth, RegionHealth, RoutingTable, ServiceHealth
-from orchestrator.policy.rebalance_inputs import SkipEpoch, fleet_view
+from orchestrator.policy.rebalance.inputs import SkipEpoch, fleet_view
 from orchestrator.policy.snapshot import idle_regions
 
 #: nyc sends a sliver of its traffic to eu-west; nobody else sends it anything

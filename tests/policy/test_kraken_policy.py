@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import HealthReport, Pop, Region, RegionHealth, Service, Topology
 from orchestrator.policy.health_metrics import Band, default_lab_metrics, evaluate_health
-from orchestrator.policy.kraken import (
+from orchestrator.policy.loadtest.kraken import (
     FixedPolicyConfig,
     StepAction,
     StepPolicyConfig,
@@ -22,7 +22,7 @@ from orchestrator.policy.kraken import (
     next_step,
     theoretical_capacity,
 )
-from orchestrator.policy.kraken_sim import Policy
+from orchestrator.policy.loadtest.sim import Policy
 
 REF = 1000.0
 METRICS = default_lab_metrics("east", p99_slo_ms=100)

@@ -15,14 +15,14 @@ from orchestrator.policy.health_metrics import (
     default_lab_metrics,
     evaluate_health,
 )
-from orchestrator.policy.kraken import (
+from orchestrator.policy.loadtest.kraken import (
     FixedPolicyConfig,
     StepAction,
     StepPolicyConfig,
     kraken_fixed_step,
     next_step,
 )
-from orchestrator.policy.kraken_sim import (
+from orchestrator.policy.loadtest.sim import (
     SimulatedRegion,
     run_load_test,
     true_crossings,

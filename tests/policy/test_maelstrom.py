@@ -21,7 +21,7 @@ from orchestrator.models import (
     ServiceKind,
     Topology,
 )
-from orchestrator.policy.maelstrom import (
+from orchestrator.policy.drain.maelstrom import (
     Dag,
     DagTask,
     DrainRefused,

@@ -10,7 +10,7 @@ from orchestrator.activities.load_test import judge_restore
 from orchestrator.contracts.load_test import RoutingCheck, RoutingCheckInput
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import Pop, Region, RoutingTable, Service, Topology
-from orchestrator.policy.pin_table import pinned_table, region_share
+from orchestrator.policy.rebalance.pin_table import pinned_table, region_share
 
 REGIONS = ["a", "b", "c"]
 

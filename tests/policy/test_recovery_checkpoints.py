@@ -8,8 +8,8 @@ import pytest
 
 from orchestrator.contracts.training_supervisor import FailureKind
 from orchestrator.exceptions import Infeasible, InvalidInstance
-from orchestrator.policy.checkpoints import resume_blamed
-from orchestrator.policy.recovery import (
+from orchestrator.policy.training.checkpoints import resume_blamed
+from orchestrator.policy.training.recovery import (
     CheckpointInfo,
     RejectReason,
     choose_checkpoint,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.recovery import (
+from orchestrator.policy.training.recovery import (
     CrashLoopAction,
     RecoveryAttempt,
     crash_loop_decision,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.exceptions import Infeasible, InvalidInstance
-from orchestrator.policy.recovery import (
+from orchestrator.policy.training.recovery import (
     Host,
     HostState,
     Incident,

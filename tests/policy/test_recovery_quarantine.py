@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.recovery import (
+from orchestrator.policy.training.recovery import (
     QuarantinePolicy,
     QuarantineRecord,
     active_quarantine,

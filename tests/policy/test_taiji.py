@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.exceptions import Infeasible, PolicyError
-from orchestrator.policy.taiji import SolverInstance, check, solve, violations
+from orchestrator.policy.rebalance.taiji import SolverInstance, check, solve, violations
 
 
 def region(name: str, capacity: float = 100.0, utilization: float = 0.5, **kw: Any) -> dict:

@@ -9,7 +9,7 @@ import typer
 from typer.testing import CliRunner
 
 from orchestrator.commands import rebalance
-from orchestrator.policy.taiji import SolverResult
+from orchestrator.policy.rebalance.taiji import SolverResult
 from tests.policy.test_taiji_damping import PILE_UP
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rebalance" / "small.json"

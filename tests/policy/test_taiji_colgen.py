@@ -15,9 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.models import RegionStatus
-from orchestrator.policy.taiji import SolverInstance
-from orchestrator.policy.taiji_colgen import LatencyLP, initial_columns, solve_colgen, solve_full
-from orchestrator.policy.taiji_lp import compile_instance, min_latency, min_max_utilization
+from orchestrator.policy.rebalance.colgen import (
+    LatencyLP,
+    initial_columns,
+    solve_colgen,
+    solve_full,
+)
+from orchestrator.policy.rebalance.lp import compile_instance, min_latency, min_max_utilization
+from orchestrator.policy.rebalance.taiji import SolverInstance
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import RegionStatus
-from orchestrator.policy.taiji import SolverInstance, SolverResult, solve, violations
+from orchestrator.policy.rebalance.taiji import SolverInstance, SolverResult, solve, violations
 from tests.policy.taiji_epochs import long_run_optimum, never_worse, next_epoch
 
 #: Issue 22, item 1: PoP a leaves drained r0 in full while b moves 80% of the way.

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.policy.taiji import SolverInstance
+from orchestrator.policy.rebalance.taiji import SolverInstance
 
 
 def base() -> dict[str, Any]:

@@ -10,10 +10,10 @@ import pytest
 from orchestrator.exceptions import Infeasible
 from orchestrator.lab.config import load_config
 from orchestrator.models import HealthReport, RegionHealth, RoutingTable, ServiceHealth
-from orchestrator.policy.rebalance_inputs import Override, build_instance
-from orchestrator.policy.taiji import SolverInstance, check, solve
-from orchestrator.policy.taiji_feasibility import relax
-from orchestrator.policy.taiji_model import Constraints
+from orchestrator.policy.rebalance.feasibility import relax
+from orchestrator.policy.rebalance.inputs import Override, build_instance
+from orchestrator.policy.rebalance.model import Constraints
+from orchestrator.policy.rebalance.taiji import SolverInstance, check, solve
 
 URGENT = {"max_utilization_increase": 10.0, "damping": 1.0, "min_shift": 0.0}
 

@@ -12,8 +12,8 @@ from scipy.optimize import linprog
 
 from orchestrator.exceptions import Infeasible
 from orchestrator.models import RegionStatus
-from orchestrator.policy.taiji import SolverInstance, solve, violations
-from orchestrator.policy.taiji_feasibility import LADDER, relax
+from orchestrator.policy.rebalance.feasibility import LADDER, relax
+from orchestrator.policy.rebalance.taiji import SolverInstance, solve, violations
 from tests.policy.taiji_epochs import long_run_optimum, never_worse, next_epoch
 
 STATUSES = [RegionStatus.ACTIVE] * 5 + [RegionStatus.DRAINED, RegionStatus.ABNORMAL]

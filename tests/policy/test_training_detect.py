@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from orchestrator.activities.training_detect import STRAGGLER_RATIO, classify
 from orchestrator.contracts.training import JobState, TrainingCluster, TrainingJob
 from orchestrator.contracts.training_supervisor import FailureKind
-from orchestrator.policy.recovery_models import Host, HostState, JobSpec
+from orchestrator.policy.training.models import Host, HostState, JobSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = ["a-h00", "a-h01", "a-h02", "a-h03"]

@@ -15,9 +15,9 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.models import HealthReport, RegionHealth
 from orchestrator.policy.health_metrics import Band, MetricReading, default_lab_metrics
-from orchestrator.policy.kraken import StepAction, StepDecision
-from orchestrator.policy.kraken_capacity import CapacityEstimate
-from orchestrator.policy.rebalance_inputs import Override
+from orchestrator.policy.loadtest.capacity import CapacityEstimate
+from orchestrator.policy.loadtest.kraken import StepAction, StepDecision
+from orchestrator.policy.rebalance.inputs import Override
 from orchestrator.reports.models import (
     LoadTestReport,
     RebalancerReport,

@@ -20,7 +20,7 @@ from orchestrator.config import Settings
 from orchestrator.contracts.load_test import LoadTestInput
 from orchestrator.contracts.runbook import ApproveInput, TaskPhase
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorState
-from orchestrator.policy.taiji_model import Constraints
+from orchestrator.policy.rebalance.model import Constraints
 from orchestrator.reports import gather_report, latest_workflow_id, write_report
 from orchestrator.reports.models import (
     LoadTestReport,

@@ -11,7 +11,7 @@ import yaml
 
 from orchestrator.exceptions import RunbookError
 from orchestrator.models import HealthReport, RegionHealth
-from orchestrator.policy.drain_capacity import DrainRefused, check_drain_capacity
+from orchestrator.policy.drain.capacity import DrainRefused, check_drain_capacity
 from orchestrator.runbook import REGISTRY
 from orchestrator.runbook.params import bind
 from orchestrator.runbook.predicates import Predicate, evaluate, select_regions

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.exceptions import RunbookError
-from orchestrator.policy.maelstrom import dag_of, simulate, topological_layers
+from orchestrator.policy.drain.maelstrom import dag_of, simulate, topological_layers
 from orchestrator.runbook import REGISTRY, Runbook, lint_file, load_runbook, nested_runbooks
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"

@@ -18,7 +18,7 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorStatus,
 )
 from orchestrator.lab.training.sgd import params_digest, train_uninterrupted
-from orchestrator.policy.recovery_models import RejectReason
+from orchestrator.policy.training.models import RejectReason
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.training_support import (

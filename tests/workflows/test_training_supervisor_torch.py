@@ -26,7 +26,7 @@ from orchestrator.contracts.training_supervisor import (
 )
 from orchestrator.lab.training.torchjob.args import parse_args
 from orchestrator.lab.training.torchjob.launch import TorchJob
-from orchestrator.policy.recovery_models import RejectReason
+from orchestrator.policy.training.models import RejectReason
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.test_training_supervisor import recovered

@@ -63,7 +63,7 @@ from orchestrator.models import (
     ShardMove,
     Topology,
 )
-from orchestrator.policy.buckets import assign_buckets
+from orchestrator.policy.rebalance.buckets import assign_buckets
 
 __all__ = ["TRANSACTION_ABOVE", "HAProxyFleet", "load_topology"]
 

@@ -38,7 +38,7 @@ from orchestrator.lab.training.atomic import (
     write_tmp,
 )
 from orchestrator.models import StrictModel
-from orchestrator.policy.recovery_models import CheckpointInfo
+from orchestrator.policy.training.models import CheckpointInfo
 
 __all__ = [
     "STEP_KEY",

@@ -34,7 +34,7 @@ from orchestrator.lab.training.sharded import corrupt_newest_sharded, list_shard
 from orchestrator.lab.training.torchjob.args import WorkerArgs
 from orchestrator.lab.training.torchjob.run import TorchRun
 from orchestrator.lab.training.trainer import TrainerArgs
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     CheckpointInfo,
     Host,
     HostState,

@@ -45,7 +45,7 @@ from orchestrator.lab.training.checkpoints import (
     sha256_hex,
 )
 from orchestrator.models import StrictModel
-from orchestrator.policy.recovery_models import CheckpointInfo
+from orchestrator.policy.training.models import CheckpointInfo
 
 __all__ = [
     "ShardEntry",

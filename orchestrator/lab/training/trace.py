@@ -6,7 +6,7 @@ instead computes everything from the clock it is given, and
 :func:`activity_clock` is the time of the Temporal activity asking (when its
 attempt started), so fleet time is the workflow's, skipped time included.
 
-The job is the simulation's (:mod:`orchestrator.policy.ettr_sim`) made observable:
+The job is the simulation's (:mod:`orchestrator.policy.training.ettr_sim`) made observable:
 
 - it runs from trace time 0 on its first hosts, without a restart;
 - a run started at ``s`` loads its checkpoint for ``restart_s`` (heartbeating), then
@@ -58,8 +58,8 @@ from orchestrator.models import (
     StrictModel,
     Topology,
 )
-from orchestrator.policy.ettr_sim import SimulationParams, failure_traces
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.ettr_sim import SimulationParams, failure_traces
+from orchestrator.policy.training.models import (
     CheckpointInfo,
     Host,
     HostState,
@@ -114,7 +114,7 @@ class FailureTrace(StrictModel):
 def trace_from_simulation(
     params: SimulationParams, *, seed: int, gpu_share: float = 0.6
 ) -> FailureTrace:
-    """The first trace :func:`~orchestrator.policy.ettr_sim.failure_traces` draws for
+    """The first trace :func:`~orchestrator.policy.training.ettr_sim.failure_traces` draws for
     ``params`` and ``seed``, each failure given a kind and a host from a second stream."""
     times = failure_traces(params, 1, seed)[0]
     times = times[times < params.horizon_s]

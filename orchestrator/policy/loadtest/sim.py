@@ -26,8 +26,8 @@ from pydantic import Field
 
 from orchestrator.models import HealthReport, RegionHealth, StrictModel
 from orchestrator.policy.health_metrics import HealthMetric, evaluate_health
-from orchestrator.policy.kraken import StepDecision
-from orchestrator.policy.kraken_capacity import CapacityEstimate, StepRecord, estimate_capacity
+from orchestrator.policy.loadtest.capacity import CapacityEstimate, StepRecord, estimate_capacity
+from orchestrator.policy.loadtest.kraken import StepDecision
 
 __all__ = [
     "BOTTLENECK_TOLERANCE",

@@ -1,7 +1,7 @@
 """Kraken's published step policy (OSDI'16 section 4): the baseline the adaptive one is measured against.
 
 15% steps of the reference load until any metric is within 10% of its threshold,
-then 1% steps; NOMORE stops, BACKOFF retreats (:mod:`orchestrator.policy.kraken_steps`).
+then 1% steps; NOMORE stops, BACKOFF retreats (:mod:`orchestrator.policy.loadtest.steps`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from orchestrator.policy.kraken_capacity import StepRecord
-from orchestrator.policy.kraken_steps import (
+from orchestrator.policy.loadtest.capacity import StepRecord
+from orchestrator.policy.loadtest.steps import (
     PolicyBounds,
     StepAction,
     StepDecision,

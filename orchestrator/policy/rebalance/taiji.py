@@ -48,10 +48,15 @@ import numpy as np
 
 from orchestrator.exceptions import PolicyError
 from orchestrator.models import RegionStatus
-from orchestrator.policy.buckets import assign_buckets, churn, min_churn
-from orchestrator.policy.taiji_damping import CHECK_TOL, publish, row_ok
-from orchestrator.policy.taiji_feasibility import aggregate_check, diagnose_rtt, precheck, rtt_rows
-from orchestrator.policy.taiji_lp import (
+from orchestrator.policy.rebalance.buckets import assign_buckets, churn, min_churn
+from orchestrator.policy.rebalance.damping import CHECK_TOL, publish, row_ok
+from orchestrator.policy.rebalance.feasibility import (
+    aggregate_check,
+    diagnose_rtt,
+    precheck,
+    rtt_rows,
+)
+from orchestrator.policy.rebalance.lp import (
     Array,
     Compiled,
     Mask,
@@ -59,7 +64,7 @@ from orchestrator.policy.taiji_lp import (
     min_latency,
     min_max_utilization,
 )
-from orchestrator.policy.taiji_model import (
+from orchestrator.policy.rebalance.model import (
     Constraints,
     PopInput,
     PopOutcome,

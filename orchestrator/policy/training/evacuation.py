@@ -16,14 +16,14 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from orchestrator.models import StrictModel
-from orchestrator.policy.placement import exclusion_reason
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     Host,
     HostState,
     Incident,
     JobSpec,
     QuarantineRecord,
 )
+from orchestrator.policy.training.placement import exclusion_reason
 
 __all__ = ["EvacuationJob", "EvacuationPlan", "JobEvacuation", "plan_building_evacuation"]
 

@@ -13,7 +13,7 @@ expected durations:
 - :func:`stuck_verdict`: a task running past the 75th percentile of its earlier
   durations is stuck (§4.4).
 
-The drain capacity check lives in :mod:`orchestrator.policy.drain_capacity` and
+The drain capacity check lives in :mod:`orchestrator.policy.drain.capacity` and
 is re-exported here.
 """
 
@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import StrictModel
-from orchestrator.policy.drain_capacity import (
+from orchestrator.policy.drain.capacity import (
     DEFAULT_TARGET_UTILIZATION,
     DrainForecast,
     DrainRefused,

@@ -25,8 +25,8 @@ from typing import Literal
 import numpy as np
 
 from orchestrator.exceptions import Infeasible, InvalidInstance
-from orchestrator.policy.taiji_lp import Array, Compiled
-from orchestrator.policy.taiji_model import SolverInstance
+from orchestrator.policy.rebalance.lp import Array, Compiled
+from orchestrator.policy.rebalance.model import SolverInstance
 
 __all__ = ["LADDER", "ConstraintName", "aggregate_check", "diagnose_rtt", "precheck", "relax"]
 

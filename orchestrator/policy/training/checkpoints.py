@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from orchestrator.exceptions import Infeasible, InvalidInstance
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     CheckpointChoice,
     CheckpointInfo,
     CheckpointRejection,

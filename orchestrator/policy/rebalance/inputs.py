@@ -22,15 +22,15 @@ from orchestrator.models import (
     StrictModel,
     Topology,
 )
-from orchestrator.policy.snapshot import idle_regions
-from orchestrator.policy.taiji import fraction_violations
-from orchestrator.policy.taiji_model import (
+from orchestrator.policy.rebalance.model import (
     Constraints,
     PopInput,
     RegionInput,
     SolverInstance,
     SolverResult,
 )
+from orchestrator.policy.rebalance.taiji import fraction_violations
+from orchestrator.policy.snapshot import idle_regions
 
 __all__ = [
     "FleetView",

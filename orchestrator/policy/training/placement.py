@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import AwareDatetime
 
 from orchestrator.exceptions import Infeasible, InvalidInstance
-from orchestrator.policy.recovery_models import (
+from orchestrator.policy.training.models import (
     Host,
     HostState,
     Incident,

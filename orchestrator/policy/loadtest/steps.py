@@ -16,7 +16,7 @@ from pydantic import Field
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import StrictModel
 from orchestrator.policy.health_metrics import Band, MetricReading
-from orchestrator.policy.kraken_capacity import StepRecord
+from orchestrator.policy.loadtest.capacity import StepRecord
 
 __all__ = [
     "PolicyBounds",

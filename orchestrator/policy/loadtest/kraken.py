@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from orchestrator.models import StrictModel
 from orchestrator.policy.health_metrics import Band
-from orchestrator.policy.kraken_capacity import (
+from orchestrator.policy.loadtest.capacity import (
     EXTRAPOLATION_LIMIT,
     CapacityEstimate,
     StepRecord,
@@ -33,8 +33,8 @@ from orchestrator.policy.kraken_capacity import (
     metric_points,
     theoretical_capacity,
 )
-from orchestrator.policy.kraken_fixed import FixedPolicyConfig, kraken_fixed_step
-from orchestrator.policy.kraken_steps import (
+from orchestrator.policy.loadtest.fixed import FixedPolicyConfig, kraken_fixed_step
+from orchestrator.policy.loadtest.steps import (
     PolicyBounds,
     StepAction,
     StepDecision,

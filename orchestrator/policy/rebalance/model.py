@@ -102,7 +102,7 @@ class Constraints(StrictModel):
 
 
 class SolverInstance(StrictModel):
-    """One epoch's input to :func:`orchestrator.policy.taiji.solve`."""
+    """One epoch's input to :func:`orchestrator.policy.rebalance.taiji.solve`."""
 
     regions: list[RegionInput] = Field(min_length=1)
     pops: list[PopInput] = Field(min_length=1)

@@ -1,7 +1,7 @@
 """The Taiji instance as arrays, and the two linear programs that solve it.
 
 Everything here works on :class:`Compiled`: dense ``pops x regions`` numpy arrays
-built once from a validated :class:`~orchestrator.policy.taiji_model.SolverInstance`.
+built once from a validated :class:`~orchestrator.policy.rebalance.model.SolverInstance`.
 
 Load model (Taiji's appendix): the predicted utilization of region ``d`` is
 ``u'_d = u_d + k_d * (L'_d - L_d)``, where ``L_d = sum_e t_e x_ed`` is its current
@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from orchestrator.models import RegionStatus
-from orchestrator.policy.taiji_model import SolverInstance
+from orchestrator.policy.rebalance.model import SolverInstance
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -319,7 +319,7 @@ def min_latency(
     # Imported here: scipy costs ~0.3 s, and importing a contract must not pay it.
     import scipy.sparse as sp
 
-    from orchestrator.policy.taiji_colgen import K_NEAREST, LatencyLP, solve_colgen, solve_full
+    from orchestrator.policy.rebalance.colgen import K_NEAREST, LatencyLP, solve_colgen, solve_full
 
     total = c.total
     out = c.floor.copy()

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import StrictModel
-from orchestrator.policy.ettr import SECONDS_PER_DAY, FailureModel, meta_optimal_interval
+from orchestrator.policy.training.ettr import SECONDS_PER_DAY, FailureModel, meta_optimal_interval
 
 __all__ = [
     "IntervalSearch",

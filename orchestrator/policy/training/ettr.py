@@ -26,7 +26,7 @@ from pydantic import Field, computed_field
 
 from orchestrator.exceptions import InvalidInstance
 from orchestrator.models import StrictModel
-from orchestrator.policy.recovery_models import DEFAULT_GPUS_PER_HOST
+from orchestrator.policy.training.models import DEFAULT_GPUS_PER_HOST
 
 __all__ = [
     "LINEAR_MODEL_LIMIT",

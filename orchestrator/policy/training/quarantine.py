@@ -16,7 +16,7 @@ from datetime import timedelta
 from pydantic import AwareDatetime
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.recovery_models import QuarantinePolicy, QuarantineRecord
+from orchestrator.policy.training.models import QuarantinePolicy, QuarantineRecord
 
 __all__ = [
     "active_quarantine",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orchestrator.exceptions import InvalidInstance
-from orchestrator.policy.recovery_models import CrashLoopAction, CrashLoopDecision, RecoveryAttempt
+from orchestrator.policy.training.models import CrashLoopAction, CrashLoopDecision, RecoveryAttempt
 
 __all__ = ["DEFAULT_CRASH_LOOP_LIMIT", "crash_loop_decision", "made_progress", "trim_attempts"]
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.policy.taiji_lp import Array, Compiled, Mask
-from orchestrator.policy.taiji_model import Constraints
+from orchestrator.policy.rebalance.lp import Array, Compiled, Mask
+from orchestrator.policy.rebalance.model import Constraints
 
 __all__ = ["CHECK_TOL", "publish", "row_ok"]
 
-#: Tolerance of :func:`orchestrator.policy.taiji.check` on fractions and utilizations.
+#: Tolerance of :func:`orchestrator.policy.rebalance.taiji.check` on fractions and utilizations.
 CHECK_TOL = 1e-6
 
 

@@ -1,0 +1,1 @@
+"""Region drains and drills (Maelstrom): the phase plan, the capacity check, drill choice."""

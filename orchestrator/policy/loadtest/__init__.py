@@ -1,0 +1,1 @@
+"""Live load tests (Kraken): step plans, capacity estimates, the simulator."""

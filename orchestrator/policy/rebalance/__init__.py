@@ -1,0 +1,1 @@
+"""Traffic rebalancing (Taiji): the bucket model, the LP and its column generation, damping."""

@@ -1,0 +1,1 @@
+"""Training-job recovery: placement, quarantine, crash loops, checkpoints, ETTR."""
