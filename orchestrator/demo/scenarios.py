@@ -333,6 +333,8 @@ async def training(ctx: DemoContext) -> ScenarioSummary:
             120,
             JOB,
         )
+        # power back: the building also held a share of its region's serving capacity
+        await inject("power-restore", building=building)
         real = [f for f in status.failures if f.kind != "launch"]
         mttr = [f.mttr_s for f in real if f.mttr_s is not None]
         summary = _blank([wid])
