@@ -38,7 +38,8 @@ def trial(planned_lost: int = 0, planned_5xx: int = 0, finished: bool = True) ->
             "job_left_building": True,
         },
         "loss_runbook": arm(3, 4.0, 12, runbook=True),
-        "loss_supervisor_alone": arm(30, 5.0, 15, runbook=False),
+        "loss_supervisor_alone": arm(3, 5.0, 15, runbook=False),
+        "loss_traffic_unmoved": arm(30, 5.0, 15, runbook=False),
         "job_finished": finished,
     }
 
@@ -61,7 +62,7 @@ class TestSummarise:
         assert agg["loss_supervisor_alone"]["run_duration_s"]["n"] == 0
         # the dark building's own region, not the worst of all regions
         assert agg["loss_runbook"]["region_p99_ms"]["worst"] == 400.0
-        assert agg["loss_supervisor_alone"]["region_p99_ms"]["median"] == 900.0
+        assert agg["loss_traffic_unmoved"]["region_p99_ms"]["median"] == 900.0
 
     def test_one_lost_step_or_one_5xx_in_one_trial_fails_the_planned_targets(self) -> None:
         verdicts = summarise([trial(), trial(planned_lost=1, planned_5xx=2)])["verdicts"]
@@ -87,6 +88,8 @@ class TestClaims:
         assert (five.value, five.baseline, five.met) == (3, 30, True)
         mttr = claims["power loss + building-loss: job MTTR (median of 2)"]
         assert mttr.baseline == 5.0 and mttr.met
+        p99 = claims["power loss + building-loss: p99 of the building's region (median of 2)"]
+        assert (p99.value, p99.baseline, p99.met) == (400.0, 900.0, True)
         assert claims["planned maintenance: steps lost (worst of 2)"].met
 
     def test_more_5xx_than_the_supervisor_alone_is_not_met(self) -> None:
