@@ -27,7 +27,8 @@ Each trial is a fresh lab (a fresh job) and runs, in order:
 4. **Baseline "nobody moves the traffic"**: as 3, with the rebalancer paused for the
    window: the traffic claims' baseline.
 
-Arms 3 and 4 release the hosts the supervisor quarantined once power is back (the
+Each loss arm starts once the rebalancer has the routing back at every region's fair
+share, not from what the arm before it left. Arms 3 and 4 release the hosts the supervisor quarantined once power is back (the
 repair), as building-restore does in arm 2.
 
 The lab cannot tell which building served a request (a building is a share of its
@@ -110,8 +111,10 @@ WEB_SLOTS = 5
 STEP_WAIT = "3s"
 WINDOW_S = 3
 #: from a power loss, the window in which both arms' 5xx and recovery are counted
-LOSS_WINDOW_S = 25.0
+LOSS_WINDOW_S = 20.0
 STEP_MS = 20.0
+#: a region's share of demand this close to its fair share counts as rebalanced
+SETTLED_WITHIN = 0.03
 #: a runbook run not ended by then is terminated and reported so
 RUN_LIMIT_S = 120.0
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
@@ -266,6 +269,24 @@ async def trusted_epoch(handle: Any) -> None:
     raise RuntimeError("rebalancer found no trusted epoch")
 
 
+async def settle(rebalancer: Any, timeout_s: float = 60.0) -> float:
+    """Until the routing is back to every region's fair share (the rebalancer's capacity
+    shares, no override held), so each loss arm starts from the same routing and not from
+    what the previous arm left; the seconds waited (``timeout_s`` if it never was)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        status: RebalancerStatus = await rebalancer.query(TrafficRebalanceWorkflow.status)
+        fair = status.capacity_shares
+        if (
+            fair
+            and not status.overrides
+            and all(abs(status.shares.get(r, 0.0) - f) <= SETTLED_WITHIN for r, f in fair.items())
+        ):
+            break
+        await asyncio.sleep(0.5)
+    return round(time.monotonic() - started, 1)
+
+
 async def power(http: httpx.AsyncClient, building: str, on: bool) -> None:
     verb = "power-restore" if on else "power-loss"
     (await http.post(f"/lab/buildings/{building}/{verb}")).raise_for_status()
@@ -291,6 +312,7 @@ async def loss_arm(
     """Power loss of the job's building. ``traffic``: building-loss started at once; or no
     runbook, the rebalancer's own epochs left running; or no runbook and the rebalancer
     paused (nobody moves the traffic)."""
+    settled_s = await settle(rebalancer)
     _, hosts, _ = await job_now(fleet)
     dark = building_of(hosts[0])
     known = len((await wait_for_supervisor(client, JOB, lambda s: True)).failures)
@@ -302,7 +324,12 @@ async def loss_arm(
     started = time.monotonic()
     await power(http, dark, False)
     region = (await fleet.topology()).building(dark).region
-    out: dict[str, Any] = {"building": dark, "region": region, "traffic": traffic}
+    out: dict[str, Any] = {
+        "building": dark,
+        "region": region,
+        "traffic": traffic,
+        "settled_s": settled_s,
+    }
     if traffic == "runbook":
         out["run"] = await run_runbook(client, queue, "building-loss", dark)
     status: SupervisorStatus = await wait_for_supervisor(
