@@ -269,18 +269,19 @@ async def trusted_epoch(handle: Any) -> None:
     raise RuntimeError("rebalancer found no trusted epoch")
 
 
-async def settle(rebalancer: Any, timeout_s: float = 60.0) -> float:
-    """Until the routing is back to every region's fair share (the rebalancer's capacity
-    shares, no override held), so each loss arm starts from the same routing and not from
-    what the previous arm left; the seconds waited (``timeout_s`` if it never was)."""
+async def settle(rebalancer: Any, fair: dict[str, float], timeout_s: float = 25.0) -> float:
+    """Until the rebalancer sees every building powered again (its capacity shares back to
+    ``fair``, those of the trial's start) and routes each region its fair share with no
+    override held, so each loss arm starts from the same routing, not from what the arm
+    before it left; the seconds waited (``timeout_s`` if it never was)."""
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
         status: RebalancerStatus = await rebalancer.query(TrafficRebalanceWorkflow.status)
-        fair = status.capacity_shares
-        if (
-            fair
-            and not status.overrides
-            and all(abs(status.shares.get(r, 0.0) - f) <= SETTLED_WITHIN for r, f in fair.items())
+        seen, shares = status.capacity_shares, status.shares
+        if not status.overrides and all(
+            abs(seen.get(r, 0.0) - f) <= SETTLED_WITHIN
+            and abs(shares.get(r, 0.0) - f) <= SETTLED_WITHIN
+            for r, f in fair.items()
         ):
             break
         await asyncio.sleep(0.5)
@@ -308,11 +309,12 @@ async def loss_arm(
     http: httpx.AsyncClient,
     traffic: Literal["runbook", "rebalancer", "nobody"],
     rebalancer: Any,
+    fair: dict[str, float],
 ) -> dict[str, Any]:
     """Power loss of the job's building. ``traffic``: building-loss started at once; or no
     runbook, the rebalancer's own epochs left running; or no runbook and the rebalancer
     paused (nobody moves the traffic)."""
-    settled_s = await settle(rebalancer)
+    settled_s = await settle(rebalancer, fair)
     _, hosts, _ = await job_now(fleet)
     dark = building_of(hosts[0])
     known = len((await wait_for_supervisor(client, JOB, lambda s: True)).failures)
@@ -400,6 +402,8 @@ async def _trial(
         task_queue=queue,
     )
     await trusted_epoch(rebalancer)
+    # every building powered: each region's fair share, which every loss arm starts from
+    fair = (await rebalancer.query(TrafficRebalanceWorkflow.status)).capacity_shares
     supervisor = await start_supervisor(client, JOB, task_queue=queue, options=OPTIONS)
     await wait_running(fleet, past_step=100)
     out: dict[str, Any] = {}
@@ -422,13 +426,15 @@ async def _trial(
     )
 
     # 2. the runbook arm, then 3. the supervisor alone
-    out["loss_runbook"] = await loss_arm(client, queue, fleet, http, "runbook", rebalancer)
+    out["loss_runbook"] = await loss_arm(client, queue, fleet, http, "runbook", rebalancer, fair)
     await wait_running(fleet, past_step=0)
     out["loss_supervisor_alone"] = await loss_arm(
-        client, queue, fleet, http, "rebalancer", rebalancer
+        client, queue, fleet, http, "rebalancer", rebalancer, fair
     )
     await wait_running(fleet, past_step=0)
-    out["loss_traffic_unmoved"] = await loss_arm(client, queue, fleet, http, "nobody", rebalancer)
+    out["loss_traffic_unmoved"] = await loss_arm(
+        client, queue, fleet, http, "nobody", rebalancer, fair
+    )
 
     step, _, state = await job_now(fleet)
     out["job_step_at_end_of_arms"] = step
@@ -479,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="one trial")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--total-steps", type=int, default=6000)
+    parser.add_argument("--total-steps", type=int, default=8000)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     result = asyncio.run(run(1 if args.quick else args.trials, args.total_steps))
