@@ -12,59 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
-from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.clients.training import start_supervisor
-from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, RunbookStatus
+from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
 from orchestrator.demo.scenarios import (
-    SLO_P99_MS,
-    WINDOW_S,
     DemoContext,
     ScenarioSummary,
     _blank,
     _measured,
     _poll,
+    run_runbook,
 )
 from orchestrator.demo.stack import DemoError
-from orchestrator.runbook import load_runbook
-from workflows.runbook import RunbookWorkflow
+from orchestrator.policy.snapshot import traffic_shares
 
 __all__ = ["BUILDING_JOB", "BUILDING_REGION", "building_incident"]
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 #: the job that trains in the building that loses power, and its region
 BUILDING_JOB = "llm-building"
 BUILDING_REGION = "eu-west"
 OPTIONS = SupervisorInput(job=BUILDING_JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
-
-
-async def _run(ctx: DemoContext, name: str, wid: str, building: str) -> RunbookReport:
-    runbook = load_runbook(
-        RUNBOOKS / f"{name}.yaml",
-        {"building": building, "step_wait": f"{WINDOW_S:g}s", "slo_p99_ms": SLO_P99_MS},
-    )
-    handle = await ctx.client.start_workflow(
-        RunbookWorkflow.run,
-        RunbookRunInput(runbook=runbook, requested_by="demo: BuildingPowerLost"),
-        id=wid,
-        task_queue=ctx.task_queue,
-    )
-
-    def show(s: RunbookStatus) -> str:
-        active = [t.id for t in s.tasks if t.phase not in ("pending", "done", "skipped")]
-        return f"{name} {building}: {s.state}; now {', '.join(active) or '-'}"
-
-    await _poll(
-        lambda: handle.query(RunbookWorkflow.status),
-        lambda s: s.state not in ("running", "paused", "rolling_back"),
-        show,
-        ctx,
-        240,
-        name,
-    )
-    return await runbook_result(handle)
 
 
 async def _stepping(ctx: DemoContext) -> list[str]:
@@ -80,10 +48,15 @@ async def _stepping(ctx: DemoContext) -> list[str]:
 
 async def _share(ctx: DemoContext) -> float:
     """eu-west's share of all user traffic now (each PoP weighted by its demand)."""
-    weights = {p.name: p.demand_weight for p in (await ctx.fleet.topology()).pops}
-    fractions = (await ctx.fleet.routing()).fractions
-    held = sum(weights[pop] * row.get(BUILDING_REGION, 0.0) for pop, row in fractions.items())
-    return held / sum(weights.values())
+    shares = traffic_shares(await ctx.fleet.topology(), await ctx.fleet.routing())
+    return shares[BUILDING_REGION]
+
+
+async def _run(ctx: DemoContext, name: str, wid: str, building: str) -> RunbookReport:
+    return await run_runbook(
+        ctx, name, wid, {"building": building}, where=building,
+        requested_by="demo: BuildingPowerLost",
+    )  # fmt: skip
 
 
 async def building_incident(ctx: DemoContext) -> ScenarioSummary:

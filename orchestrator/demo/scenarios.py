@@ -28,6 +28,7 @@ from orchestrator.contracts.training_supervisor import SupervisorInput, Supervis
 from orchestrator.demo.stack import DemoError
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.runbook import load_runbook
+from orchestrator.runbook.spec import RunMode
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
@@ -38,6 +39,7 @@ __all__ = [
     "drain_and_restore",
     "load_test",
     "rebalance",
+    "run_runbook",
     "training",
 ]
 
@@ -227,14 +229,24 @@ async def load_test(ctx: DemoContext) -> ScenarioSummary:
     return await _measured(ctx, "load test", body)
 
 
-async def _runbook(ctx: DemoContext, name: str, wid: str) -> RunbookReport:
+async def run_runbook(
+    ctx: DemoContext,
+    name: str,
+    wid: str,
+    params: dict[str, Any],
+    *,
+    where: str,
+    mode: RunMode = "real",
+    requested_by: str = "demo",
+) -> RunbookReport:
+    """Run ``runbooks/<name>.yaml`` with ``params``, showing its progress, to its report."""
     runbook = load_runbook(
         RUNBOOKS / f"{name}.yaml",
-        {"region": REGION, "step_wait": f"{WINDOW_S:g}s", "slo_p99_ms": SLO_P99_MS},
+        {**params, "step_wait": f"{WINDOW_S:g}s", "slo_p99_ms": SLO_P99_MS},
     )
     handle = await ctx.client.start_workflow(
         RunbookWorkflow.run,
-        RunbookRunInput(runbook=runbook, mode="drill", requested_by="demo"),
+        RunbookRunInput(runbook=runbook, mode=mode, requested_by=requested_by),
         id=wid,
         task_queue=ctx.task_queue,
     )
@@ -243,7 +255,7 @@ async def _runbook(ctx: DemoContext, name: str, wid: str) -> RunbookReport:
         active = [t for t in s.tasks if t.phase not in ("pending", "done", "skipped")]
         doing = ", ".join(f"{t.id} {t.step}/{t.steps}" for t in active) or "-"
         done = sum(1 for t in s.tasks if t.phase in ("done", "skipped"))
-        return f"{name} {REGION}: {s.state}, {done}/{len(s.tasks)} tasks done; now {doing}"
+        return f"{name} {where}: {s.state}, {done}/{len(s.tasks)} tasks done; now {doing}"
 
     await _poll(
         lambda: handle.query(RunbookWorkflow.status),
@@ -254,6 +266,10 @@ async def _runbook(ctx: DemoContext, name: str, wid: str) -> RunbookReport:
         name,
     )
     return await runbook_result(handle)
+
+
+async def _runbook(ctx: DemoContext, name: str, wid: str) -> RunbookReport:
+    return await run_runbook(ctx, name, wid, {"region": REGION}, where=REGION, mode="drill")
 
 
 async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:

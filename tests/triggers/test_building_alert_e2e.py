@@ -17,7 +17,9 @@ from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput
 from orchestrator.contracts.runbook import RunbookReport, TaskPhase
+from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
+from orchestrator.policy.snapshot import traffic_shares
 from orchestrator.triggers.catalog import load_runbooks
 from orchestrator.triggers.starter import TemporalRunStarter
 from testkit.triggers import make_app
@@ -34,13 +36,9 @@ RULES = (ROOT / "deploy" / "prometheus" / "orchestrator.rules.yml").read_text()
 BUILDING, REGION = "euw-a", "eu-west"
 
 
-async def share(fleet: object, region: str) -> float:
+async def share(fleet: HttpFleet, region: str) -> float:
     """The region's share of all user traffic (each PoP weighted by its demand)."""
-    topology = await fleet.topology()  # type: ignore[attr-defined]
-    weights = {p.name: p.demand_weight for p in topology.pops}
-    fractions = (await fleet.routing()).fractions  # type: ignore[attr-defined]
-    held = sum(weights[pop] * row.get(region, 0.0) for pop, row in fractions.items())
-    return held / sum(weights.values())
+    return traffic_shares(await fleet.topology(), await fleet.routing())[region]
 
 
 class TestPowerLossToBuildingLoss:
