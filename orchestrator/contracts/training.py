@@ -82,7 +82,8 @@ class TrainingJob(StrictModel):
     step_s: float = Field(gt=0)
     step_ms_avg: float | None = None
     #: each host's own compute per step (ms, before waiting for its peers), where the
-    #: fleet measures it per rank: how a straggler is told from a slow job
+    #: fleet measures it per rank: how a straggler is told from a slow job. A recent
+    #: figure (the lab's ranks: the median of their last 3 steps), so a slowdown shows
     host_step_ms: dict[str, float] | None = None
     #: sha256 of the parameters at the newest checkpoint (or at the end)
     params_digest: str | None = None

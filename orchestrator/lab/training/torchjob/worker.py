@@ -72,7 +72,12 @@ from orchestrator.lab.training.torchjob.args import (
     rank_pid_file,
 )
 from orchestrator.lab.training.torchjob.model import DataSet, build_model, params_digest
-from orchestrator.lab.training.torchjob.ranks import RankTiming, read_slow_factor, write_rank_timing
+from orchestrator.lab.training.torchjob.ranks import (
+    RankTiming,
+    StepWindow,
+    read_slow_factor,
+    write_rank_timing,
+)
 
 __all__ = ["main"]
 
@@ -115,8 +120,8 @@ class Rank:
         self.stalls: list[float] = []
         self.commits: list[float] = []
         self.step_s: list[float] = []
-        #: own compute per step since the last timing report (ranks.py)
-        self.own_s: list[float] = []
+        #: own compute of the last few steps, reported after every step (ranks.py)
+        self.own = StepWindow()
         self.host = args.hosts[self.rank]
         # async_save runs its collectives in a background thread: they get their own
         # group so they never interleave with DDP's all-reduce on the default one.
@@ -143,15 +148,18 @@ class Rank:
         self.cursor = int(progress["cursor"])
 
     def report_timing(self) -> None:
-        """This rank's own compute per step since the last report (every rank writes)."""
-        if not self.own_s:
+        """This rank's own compute per step, its recent median (every rank writes).
+
+        After every step, not every heartbeat: a host that turns slow shows at its
+        second slow step, not at a report seconds later (ranks.py).
+        """
+        own_ms = self.own.own_ms()
+        if own_ms is None:
             return
-        mean_ms = 1000 * sum(self.own_s) / len(self.own_s)
-        self.own_s.clear()
         write_rank_timing(
             self.args.workdir,
             RankTiming(
-                rank=self.rank, host=self.host, step=self.step, own_ms=mean_ms, time=time.time()
+                rank=self.rank, host=self.host, step=self.step, own_ms=own_ms, time=time.time()
             ),
         )
 
@@ -186,7 +194,7 @@ class Rank:
         self.optim.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(self.ddp(x), y)
         # own compute: everything before backward, where the wait for peers happens
-        self.own_s.append(time.monotonic() - begun)
+        self.own.add(time.monotonic() - begun)
         loss.backward()
         self.optim.step()
         self.step += 1
@@ -253,12 +261,12 @@ class Rank:
             begun = time.monotonic()
             self.train_step()
             self.step_s.append(time.monotonic() - begun)
+            self.report_timing()
             if self.step % args.checkpoint_every == 0 or self.step == args.total_steps:
                 self.checkpoint()
             self.finish_pending(wait=False)
             if time.monotonic() >= self._next_beat:
                 self.beat(TrainerState.RUNNING)
-                self.report_timing()
             if self.step < args.total_steps and self._stop_requested():
                 return self._checkpoint_and_stop()
         self.finish_pending(wait=True)
