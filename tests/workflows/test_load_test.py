@@ -28,6 +28,7 @@ from orchestrator.activities.load_test import LoadTestActivities, routing_differ
 from orchestrator.activities.overrides import OverrideActivities
 from orchestrator.activities.rebalance import RebalanceActivities
 from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
+from orchestrator.clients.overrides import request_override
 from orchestrator.contracts.load_test import (
     AbortInput,
     LoadTestInput,
@@ -238,8 +239,8 @@ class TestRefusedDuringDrain:
     """A load test on a region a drain holds is refused with OverrideConflict; nothing moves."""
 
     async def test_refused(self, rig: Rig) -> None:
-        await rig.rebalancer.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        await request_override(
+            rig.rebalancer,
             SetOverrideInput(
                 region=REGION, owner=f"runbook:{REGION}", reason="drain", max_share=0.1
             ),
