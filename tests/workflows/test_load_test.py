@@ -2,7 +2,7 @@
 
 The lab runs in model mode (loads computed from demand and routing) so a window
 can be half a second; everything else is the production path: the pin goes
-through the rebalancer's Update, its urgent epoch publishes the table, and the
+through the rebalancer's override signal, its urgent epoch publishes the table, and the
 load test reads health from the lab's fleet API.
 """
 
