@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -38,15 +39,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
+from orchestrator import registry
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.load_test import LoadTestResult
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.generate import generate_config
 from orchestrator.temporal import RUNBOOK, SEARCH_ATTRIBUTES, binary_path, data_converter
 from orchestrator.waiting import http_ok, wait_until
+from orchestrator.worker import sandbox_runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import contextlib
@@ -131,9 +136,11 @@ async def _sample_health(
 
 
 async def _sample_metrics(
-    url: str, stop: asyncio.Event, out: list[wm.Scrape], every_s: float
+    url: str, stop: asyncio.Event, out: list[wm.Scrape], every_s: float, load: list[float]
 ) -> None:
     while not stop.is_set():
+        # The machine is shared: the 1-minute load average says how much else ran.
+        load.append(os.getloadavg()[0])
         with contextlib.suppress(Exception):
             out.append(await asyncio.to_thread(wm.scrape, url))
         with contextlib.suppress(TimeoutError):
@@ -209,6 +216,42 @@ async def _histories(client: Client, queue: str) -> dict[str, Any]:
             for k, v in sorted(kinds.items())
         },
         "largest": {"events": largest[0], "workflow_id": largest[1]},
+    }
+
+
+async def _rebalancer_replays(client: Client, queue: str) -> dict[str, Any]:
+    """Replay every rebalancer run's history on this code (a history the worker wrote that
+    does not replay fails every later task: the earlier run's TMPRL1100), and count the
+    override requests it took by signal and by Update."""
+    replayer = Replayer(
+        workflows=registry.workflows(),
+        data_converter=data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    out: dict[str, Any] = {"runs": 0, "failures": [], "signals": 0, "updates_accepted": 0}
+    query = f"WorkflowType = 'TrafficRebalanceWorkflow' AND TaskQueue = '{queue}'"
+    async for execution in client.list_workflows(query):
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        history = await handle.fetch_history()
+        out["runs"] += 1
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                out["signals"] += 1
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                out["updates_accepted"] += 1
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            out["failures"].append(f"{execution.run_id}: {result.replay_failure}"[:400])
+    return out
+
+
+def _load(samples: list[float]) -> dict[str, float] | None:
+    if not samples:
+        return None
+    return {
+        "min": round(min(samples), 1),
+        "max": round(max(samples), 1),
+        "mean": round(sum(samples) / len(samples), 1),
     }
 
 
@@ -305,8 +348,9 @@ async def run(
         stop = asyncio.Event()
         scrapes: list[wm.Scrape] = []
         health: list[dict[str, Any]] = []
+        load: list[float] = []
         scraper = asyncio.create_task(
-            _sample_metrics(f"http://{metrics_url}/metrics", stop, scrapes, 5.0)
+            _sample_metrics(f"http://{metrics_url}/metrics", stop, scrapes, 5.0, load)
         )
         handle = await start_rebalancer(client, queue, PACE)
         began = time.monotonic()
@@ -343,6 +387,7 @@ async def run(
         published = await published_writes(client, queue)
         check = check_routing(audit, topology, start_version, published)
         histories = await _histories(client, queue)
+        replays = await _rebalancer_replays(client, queue)
     finally:
         if handle is not None:
             with contextlib.suppress(Exception):
@@ -370,6 +415,8 @@ async def run(
         "drill_outcomes": _tally(drill_ends),
         "load_test_outcomes": _tally(test_ends),
         "worker_errors": worker_errors,
+        "rebalancer_replays": replays,
+        "load_average_1m": _load(load),
         "rebalancer": None
         if status is None
         else {
@@ -508,6 +555,18 @@ def summary(report: dict[str, Any]) -> list[Claim]:
             Target.at_most(1.0, "<= 1 s (bucket bound)"),
             baseline=alone.get("activity_schedule_to_start_s", {}).get("0.99"),
             baseline_name="rebalancer alone",
+        ),
+        claim(
+            "Updates refused: 10 already in flight on the rebalancer",
+            report["worker_errors"]["update_refused_too_many_in_flight"],
+            "Updates",
+            Target.equal(0, "none"),
+        ),
+        claim(
+            "rebalancer runs whose history does not replay",
+            len(report["rebalancer_replays"]["failures"]),
+            "runs",
+            Target.equal(0, "none"),
         ),
         claim(
             "largest run history",

@@ -3,9 +3,10 @@
 Every epoch: read demand, capacity, utilization and RTT; skip, saying why,
 when the inputs cannot be trusted; solve; check the invariants; publish with
 If-Match and an idempotency key; keep the last good table. Drains and load
-tests do not write routing themselves: they ask for an override through an
-Update, whose validator refuses a request that would leave the rest of the
-fleet unable to carry the load or that collides with another owner's hold.
+tests do not write routing themselves: they ask for an override with a signal
+naming a ticket, and read its outcome with a query (:mod:`workflows.rebalancer_intake`);
+a request that would leave the rest of the fleet unable to carry the load or that
+collides with another owner's hold is refused at once.
 
 The writer must not die (see :mod:`workflows.rebalancer_support`): a fleet it
 cannot reach skips the epoch, the holds outlive the run, and a table that breaks
@@ -18,48 +19,38 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.rebalance import EpochPlan, PlanEpochInput, PublishInput
     from orchestrator.contracts.rebalancer import (
         HOLDS_MEMO,
         KEPT_EPOCHS,
-        ClearOverrideInput,
         EpochRecord,
-        OverrideApplied,
         PauseInput,
         RebalancerInput,
         RebalancerStatus,
         ResumeInput,
-        SetOverrideInput,
     )
     from orchestrator.temporal import RUN_KIND
     from workflows import observe
-    from workflows.rebalancer_overrides import (
-        OverrideChanges,
-        capacity_shares,
-        make_override,
-        set_override_refusal,
-    )
-    from workflows.rebalancer_support import (
-        ACTIVITY_RETRY,
-        URGENT_RETRIES,
-        WriterSupport,
-        unreadable,
-    )
+    from workflows.rebalancer_intake import OverrideIntake
+    from workflows.rebalancer_overrides import OverrideChanges, capacity_shares
+    from workflows.rebalancer_support import ACTIVITY_RETRY, URGENT_RETRIES, unreadable
+    from workflows.rebalancer_tickets import settle_tickets
 
 __all__ = ["ACTIVITY_RETRY", "URGENT_RETRIES", "TrafficRebalanceWorkflow"]
 
 
 @workflow.defn
-class TrafficRebalanceWorkflow(WriterSupport):
+class TrafficRebalanceWorkflow(OverrideIntake):
     @workflow.init
     def __init__(self, inp: RebalancerInput) -> None:
         self.inp = inp
         self.state = inp.state
-        self.wake = False
-        # Override changes are numbered; an epoch settles every change made before it began.
+        # Requests carried over by continue-as-new are settled by the first epoch, at once.
+        self.wake = bool(inp.state.pending)
+        # Changes by the old Updates are numbered; an epoch settles every change made before
+        # it began (requests by signal: every ticket pending when it began).
         self.overrides = OverrideChanges()
         self.restore_fractions: dict[str, dict[str, float]] | None = None
         #: untrusted epochs in a row that left an override change waiting
@@ -97,8 +88,8 @@ class TrafficRebalanceWorkflow(WriterSupport):
         self.wake = False
 
     async def _epoch(self) -> None:
-        changes = self.overrides.changes
-        urgent = self.overrides.pending
+        changes, tickets = self.overrides.changes, len(self.state.pending)
+        urgent = self.overrides.pending or tickets > 0
         waiting = await self._take_over_holds()
         planned = (
             waiting
@@ -124,7 +115,7 @@ class TrafficRebalanceWorkflow(WriterSupport):
             self.state.view = plan.view
         result = plan.result
         if result is None or plan.skip_reason is not None:
-            self._skip(plan, epoch, urgent, changes)
+            self._skip(plan, epoch, urgent, (changes, tickets))
             return
         self.urgent_skips = 0
         record = EpochRecord(
@@ -154,7 +145,7 @@ class TrafficRebalanceWorkflow(WriterSupport):
                 )
             )
             if isinstance(published, str):
-                self._skip(unreadable(published), epoch, urgent, changes)
+                self._skip(unreadable(published), epoch, urgent, (changes, tickets))
                 return
             if published.conflict:
                 # Someone else wrote the table since we read it: re-read at once.
@@ -178,9 +169,16 @@ class TrafficRebalanceWorkflow(WriterSupport):
         self.state.shares = {r.name: r.share_after for r in result.regions}
         record.shares, record.utilization = self.state.shares, self.state.utilization
         self._record(record)
-        self.overrides.settle(changes)
+        self._settle((changes, tickets))
 
-    def _skip(self, plan: EpochPlan, epoch: int, urgent: bool, changes: int) -> None:
+    def _settle(self, taken: tuple[int, int], failure: str | None = None) -> None:
+        """Settle what the epoch took: the old Updates' changes and the pending tickets."""
+        changes, tickets = taken
+        self.overrides.settle(changes, failure=failure)
+        if settle_tickets(self.state, tickets, failure):
+            self._remember()  # a set withdrawn: the memo keeps the holds in force
+
+    def _skip(self, plan: EpochPlan, epoch: int, urgent: bool, taken: tuple[int, int]) -> None:
         """Record a skipped epoch; an override waiting on it is retried or refused."""
         retry = self._retry_untrusted(plan, urgent)
         reason = plan.skip_reason or ""
@@ -199,7 +197,7 @@ class TrafficRebalanceWorkflow(WriterSupport):
         if not retry:
             if urgent:
                 self.restore_fractions = None
-            self.overrides.settle(changes, failure=plan.skip_reason if urgent else None)
+            self._settle(taken, failure=plan.skip_reason if urgent else None)
 
     def _record(self, record: EpochRecord) -> None:
         self.state.epochs = [*self.state.epochs, record][-KEPT_EPOCHS:]
@@ -207,58 +205,6 @@ class TrafficRebalanceWorkflow(WriterSupport):
         observe.rebalancer_epoch(
             record.epoch, record.outcome, record.version, record.utilization_spread_before
         )
-
-    # --- overrides ---------------------------------------------------------
-
-    @workflow.update
-    async def set_override(self, inp: SetOverrideInput) -> OverrideApplied:
-        override = make_override(inp, workflow.now())
-        previous = self.state.overrides.get(inp.region)
-        self.state.overrides[inp.region] = override
-        self._remember()
-        change, self.wake = self.overrides.new(), True
-        if not inp.wait_applied:
-            return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
-        try:
-            return await self.overrides.applied(change, inp.region, self.state)
-        except ApplicationError:
-            # Nothing half-applied: an override the fleet cannot honour is withdrawn.
-            if previous is None:
-                self.state.overrides.pop(inp.region, None)
-            else:
-                self.state.overrides[inp.region] = previous
-            self._remember()
-            raise
-
-    @set_override.validator
-    def _validate_set_override(self, inp: SetOverrideInput) -> None:
-        set_override_refusal(self.state, inp, self.inp.constraints.target_utilization)
-
-    @workflow.update
-    async def clear_override(self, inp: ClearOverrideInput) -> OverrideApplied:
-        if self.state.overrides.pop(inp.region, None) is None:
-            return OverrideApplied(
-                epoch=self.state.epoch,
-                version=self.state.last_good_version,
-                region_share=self.state.shares.get(inp.region),
-            )
-        self._remember()
-        if inp.restore_fractions is not None:
-            # Only with a hold released: a stale table must not wait for some later epoch.
-            self.restore_fractions = inp.restore_fractions
-        change, self.wake = self.overrides.new(), True
-        if not inp.wait_applied:
-            return OverrideApplied(epoch=self.state.epoch, version=None, region_share=None)
-        return await self.overrides.applied(change, inp.region, self.state)
-
-    @clear_override.validator
-    def _validate_clear_override(self, inp: ClearOverrideInput) -> None:
-        held = self.state.overrides.get(inp.region)
-        if held is not None and held.owner != inp.owner:
-            raise ApplicationError(
-                f"region {inp.region} is held by {held.owner}, not {inp.owner}",
-                type="OverrideConflict",
-            )
 
     # --- operator controls -------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Asking the rebalancer for region overrides.
 
-Workflows cannot send Updates to other workflows, so drains and load tests go
-through these activities, which use the worker's Temporal client. A refusal by
-the rebalancer's validator (not enough capacity left, region held by another
-owner) comes back as a non-retryable error of the same type.
+Drains and load tests go through these activities, which use the worker's
+Temporal client: a signal naming a ticket, then the ticket polled until an epoch
+settles it (:mod:`orchestrator.clients.overrides`), heartbeating meanwhile. A
+refusal (not enough capacity left, region held by another owner) or a request no
+epoch could honour comes back as a non-retryable error of the same type.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.activities.heartbeat import heartbeating
 from orchestrator.activities.rebalancer_recovery import last_holds
+from orchestrator.clients.overrides import release_override, request_override
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
     ClearOverrideInput,
@@ -32,19 +33,12 @@ __all__ = ["OverrideActivities"]
 STATUS_TIMEOUT = timedelta(seconds=10)
 
 
-def _update_id() -> str:
+def _ticket() -> str:
     """The same for every attempt of one activity (and a replay of its workflow), so a
-    retry after a crash or a timeout attaches to the Update already sent instead of
-    asking the rebalancer a second time."""
+    retry after a crash or a timeout reads the request already sent instead of asking
+    the rebalancer a second time."""
     info = activity.info()
     return f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
-
-
-def _refusal(exc: WorkflowUpdateFailedError) -> ApplicationError:
-    cause = exc.cause
-    if isinstance(cause, ApplicationError):
-        return ApplicationError(cause.message, type=cause.type, non_retryable=True)
-    return ApplicationError(str(cause or exc), type="UnsafeRequest", non_retryable=True)
 
 
 class OverrideActivities:
@@ -55,26 +49,12 @@ class OverrideActivities:
     @activity.defn(name="request_override")
     async def request(self, inp: SetOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
-        try:
-            return await heartbeating(
-                handle.execute_update(
-                    "set_override", inp, id=_update_id(), result_type=OverrideApplied
-                )
-            )
-        except WorkflowUpdateFailedError as exc:
-            raise _refusal(exc) from None
+        return await heartbeating(request_override(handle, inp, ticket=_ticket()))
 
     @activity.defn(name="release_override")
     async def release(self, inp: ClearOverrideInput) -> OverrideApplied:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
-        try:
-            return await heartbeating(
-                handle.execute_update(
-                    "clear_override", inp, id=_update_id(), result_type=OverrideApplied
-                )
-            )
-        except WorkflowUpdateFailedError as exc:
-            raise _refusal(exc) from None
+        return await heartbeating(release_override(handle, inp, ticket=_ticket()))
 
     @activity.defn(name="rebalancer_status")
     async def status(self) -> RebalancerStatus:

@@ -14,6 +14,8 @@ __all__ = [
     "ClearOverrideInput",
     "EpochRecord",
     "OverrideApplied",
+    "OverrideTicket",
+    "PendingOverride",
     "PauseInput",
     "RebalancerIncidents",
     "RebalancerInput",
@@ -32,6 +34,10 @@ REBALANCER_ID = "rebalancer"
 #: ~350 bytes plus ~60 per region (measured): 120 of 50 regions are ~400 KB of the state
 #: carried through continue-as-new, under Temporal's 2 MB payload limit
 KEPT_EPOCHS = 120
+#: settled override tickets kept for their owners to read (the ``override_ticket`` query).
+#: An owner reads its ticket within seconds of the epoch that settles it; 200 is many epochs
+#: of the busiest load measured (benchmarks/many_runs.py: about 3 settled per epoch)
+KEPT_TICKETS = 200
 
 
 #: the memo key under which the rebalancer keeps the holds it enforces, so that a new run
@@ -74,6 +80,41 @@ class RebalancerIncidents(BaseModel):
     last: str = ""
 
 
+class OverrideTicket(BaseModel):
+    """One override request (a set or a clear) and what became of it.
+
+    Owners send requests as signals and read their ticket with the ``override_ticket``
+    query: no Update is held open while an epoch settles the request.
+    """
+
+    ticket: str
+    region: str
+    owner: str
+    #: set, clear
+    kind: str
+    #: pending (an epoch has yet to settle it), applied, failed; unknown: no such ticket
+    #: (the signal has not been handled yet)
+    outcome: str = "pending"
+    #: the error type and message the owner raises for a failed ticket (a refusal at
+    #: intake: UnsafeRequest, OverrideConflict; an epoch that could not honour it: Infeasible)
+    error_type: str = ""
+    error: str = ""
+    #: set when applied: the epoch, the routing version and the region's share of demand
+    epoch: int | None = None
+    version: int | None = None
+    region_share: float | None = None
+
+
+class PendingOverride(BaseModel):
+    """A set or clear waiting for an epoch, with what to put back if it cannot be honoured."""
+
+    ticket: OverrideTicket
+    #: the hold this request set (None for a clear)
+    override: Override | None = None
+    #: the region's hold before this request (put back when a set is withdrawn)
+    previous: Override | None = None
+
+
 class RebalancerState(BaseModel):
     """Everything that must survive continue-as-new."""
 
@@ -95,6 +136,9 @@ class RebalancerState(BaseModel):
     recovered: bool = False
     #: what that take-over found (the run it read, the holds kept and dropped)
     recovery_note: str = ""
+    #: override requests not yet settled, oldest first, and the last settled ones
+    pending: list[PendingOverride] = Field(default_factory=list)
+    settled: list[OverrideTicket] = Field(default_factory=list)
 
 
 class RebalancerInput(BaseModel):
@@ -115,14 +159,17 @@ class SetOverrideInput(BaseModel):
     max_share: Fraction | None = None
     pin_share: Fraction | None = None
     capacity_fraction: Fraction | None = None
-    #: return only once a table honouring the override is published
+    #: return only once a table honouring the override is published (the old Update only)
     wait_applied: bool = True
+    #: names the request: a request sent again with the same ticket is the same request
+    ticket: str | None = None
 
 
 class ClearOverrideInput(BaseModel):
     region: str
     owner: str = Field(min_length=1)
     wait_applied: bool = True
+    ticket: str | None = None
     #: publish this table (the one found before the override) if it is still valid,
     #: so a rolled-back drain or a finished load test leaves routing exactly as it was
     restore_fractions: dict[str, dict[str, float]] | None = None

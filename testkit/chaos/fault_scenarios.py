@@ -57,13 +57,13 @@ class HeldRegion(Scenario):
     limit_s = 600.0
 
     async def prepare(self, stack: ChaosStack) -> None:
+        from orchestrator.clients.overrides import request_override
         from orchestrator.contracts.rebalancer import SetOverrideInput
-        from workflows.rebalancer import TrafficRebalanceWorkflow
 
         handle = await start_rebalancer(stack)
         await wait_converged(stack, 60)
-        await handle.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        await request_override(
+            handle,
             SetOverrideInput(region=REGION, owner=OWNER, reason="chaos: drained", max_share=0.0),
         )
         await wait_converged(stack, 60)

@@ -294,7 +294,7 @@ def redundant_publishes(entries: list[AuditEntry]) -> list[str]:
     """Routing writes that repeat the table before them under a new key.
 
     Not a double apply (the table is the same), but the trace of an at-least-once
-    step: an override Update delivered again after a crash triggers another urgent
+    step: an override request sent again after a crash triggers another urgent
     epoch, which publishes even when nothing moved. Counted, not failed.
     """
     found: list[str] = []

@@ -28,7 +28,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.contracts.rebalancer import RebalancerInput
+from orchestrator.contracts.rebalancer import OverrideTicket, RebalancerInput, RebalancerStatus
 from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
 from orchestrator.policy.snapshot import FleetSnapshot
@@ -181,6 +181,18 @@ class TestControlInputs:
                 cause = caught.value.cause
                 assert isinstance(cause, ApplicationError), (update, arg, cause)
                 assert cause.type == "InvalidRequest", (update, arg, str(cause))
+            # The signals drains and load tests use: a malformed one is dropped, one
+            # without a ticket is ignored (no owner could read its outcome).
+            for signal, arg in (
+                ("request_override", {"region": 5, "owner": "drain-x", "ticket": "t1"}),
+                ("request_override", {"region": "eu-west", "owner": "d", "max_share": 0.0}),
+                ("release_override", None),
+            ):
+                await handle.signal(signal, arg)
+            found = await handle.query("override_ticket", "t1", result_type=OverrideTicket)
+            assert found.outcome == "unknown"
+            status = await handle.query("status", result_type=RebalancerStatus)
+            assert status.overrides == []
             assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         finally:
             await handle.terminate("fuzz test over")

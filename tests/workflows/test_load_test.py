@@ -2,7 +2,7 @@
 
 The lab runs in model mode (loads computed from demand and routing) so a window
 can be half a second; everything else is the production path: the pin goes
-through the rebalancer's Update, its urgent epoch publishes the table, and the
+through the rebalancer's override signal, its urgent epoch publishes the table, and the
 load test reads health from the lab's fleet API.
 """
 
@@ -28,6 +28,7 @@ from orchestrator.activities.load_test import LoadTestActivities, routing_differ
 from orchestrator.activities.overrides import OverrideActivities
 from orchestrator.activities.rebalance import RebalanceActivities
 from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
+from orchestrator.clients.overrides import request_override
 from orchestrator.contracts.load_test import (
     AbortInput,
     LoadTestInput,
@@ -238,8 +239,8 @@ class TestRefusedDuringDrain:
     """A load test on a region a drain holds is refused with OverrideConflict; nothing moves."""
 
     async def test_refused(self, rig: Rig) -> None:
-        await rig.rebalancer.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        await request_override(
+            rig.rebalancer,
             SetOverrideInput(
                 region=REGION, owner=f"runbook:{REGION}", reason="drain", max_share=0.1
             ),

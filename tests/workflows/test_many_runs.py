@@ -8,13 +8,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
+from orchestrator import registry
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.load_test import LoadTestResult
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.generate import generate_config
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.worker import sandbox_runner
 from testkit.many_runs import (
     Pace,
     check_routing,
@@ -98,6 +103,14 @@ class TestManyRunsAtOnce:
                 drilled = await asyncio.gather(*(_drill(h) for h in drills))
                 tested: list[LoadTestResult] = await asyncio.gather(*(h.result() for h in tests))
             status = await rebalancer_status(rebalancer)
+            histories = [
+                await stack.client.get_workflow_handle(
+                    rebalancer.id, run_id=e.run_id
+                ).fetch_history()
+                async for e in stack.client.list_workflows(
+                    f"WorkflowId = '{rebalancer.id}' AND TaskQueue = '{stack.task_queue}'"
+                )
+            ]
         finally:
             await rebalancer.terminate("test over")
 
@@ -112,6 +125,17 @@ class TestManyRunsAtOnce:
             assert result.writer == "rebalancer"
         # every hold released: no drill or load test left a region pinned or drained
         assert status.overrides == []
+        # Overrides came as signals, no Update was held open, and the history replays.
+        kinds = [e.event_type for history in histories for e in history.events]
+        assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED in kinds
+        assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED not in kinds
+        replayer = Replayer(
+            workflows=registry.workflows(),
+            data_converter=pydantic_data_converter,
+            workflow_runner=sandbox_runner(),
+        )
+        for history in histories:
+            await replayer.replay_workflow(history)
 
         audit = await stack.fleet.audit()
         check = check_routing(

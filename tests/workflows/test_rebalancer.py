@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
+from orchestrator.clients.overrides import release_override, request_override
 from orchestrator.contracts.rebalancer import (
     ClearOverrideInput,
     PauseInput,
@@ -86,24 +87,23 @@ class TestOverrides:
         self, stack: Stack, rebalancer: WorkflowHandle
     ) -> None:
         await wait_status(rebalancer, lambda s: s.epoch >= 1)
-        applied = await rebalancer.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        applied = await request_override(
+            rebalancer,
             SetOverrideInput(region="eu-west", owner="drain-eu-west", reason="test", max_share=0.0),
         )
         assert applied.region_share == pytest.approx(0.0, abs=1e-9)
         table = await stack.fleet.routing()
         assert all(shares.get("eu-west", 0.0) == 0.0 for shares in table.fractions.values())
 
-        with pytest.raises(WorkflowUpdateFailedError) as held:
-            await rebalancer.execute_update(
-                TrafficRebalanceWorkflow.set_override,
+        with pytest.raises(ApplicationError) as held:
+            await request_override(
+                rebalancer,
                 SetOverrideInput(region="eu-west", owner="loadtest-1", reason="x", pin_share=0.5),
             )
-        assert isinstance(held.value.cause, ApplicationError)
-        assert held.value.cause.type == "OverrideConflict"
+        assert held.value.type == "OverrideConflict"
 
-        cleared = await rebalancer.execute_update(
-            TrafficRebalanceWorkflow.clear_override,
+        cleared = await release_override(
+            rebalancer,
             ClearOverrideInput(region="eu-west", owner="drain-eu-west"),
         )
         assert cleared.region_share is not None and cleared.region_share > 0.1
@@ -112,19 +112,19 @@ class TestOverrides:
         self, stack: Stack, rebalancer: WorkflowHandle
     ) -> None:
         await wait_status(rebalancer, lambda s: s.epoch >= 1)
-        await rebalancer.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        await request_override(
+            rebalancer,
             SetOverrideInput(region="eu-west", owner="drain-eu-west", reason="test", max_share=0.0),
         )
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await rebalancer.execute_update(
-                TrafficRebalanceWorkflow.set_override,
+        with pytest.raises(ApplicationError) as refused:
+            await request_override(
+                rebalancer,
                 SetOverrideInput(
                     region="us-east", owner="drain-us-east", reason="test", max_share=0.0
                 ),
             )
-        cause = refused.value.cause
-        assert isinstance(cause, ApplicationError) and cause.type == "UnsafeRequest"
+        cause = refused.value
+        assert cause.type == "UnsafeRequest"
         assert "could not take the load" in cause.message and "demand" in cause.message
         status = await rebalancer.query(TrafficRebalanceWorkflow.status)
         # Nothing half-applied: the refused override left no trace.
@@ -138,9 +138,9 @@ class TestOverrides:
             TrafficRebalanceWorkflow.pause, PauseInput(by="alice", reason="incident")
         )
         version = (await stack.fleet.routing()).version
-        with pytest.raises(WorkflowUpdateFailedError):
-            await rebalancer.execute_update(
-                TrafficRebalanceWorkflow.set_override,
+        with pytest.raises(ApplicationError):
+            await request_override(
+                rebalancer,
                 SetOverrideInput(region="eu-west", owner="d", reason="x", max_share=0.0),
             )
         await asyncio.sleep(2)

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
+from orchestrator.clients.overrides import request_override
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import RebalancerInput, SetOverrideInput
 from orchestrator.fleet.http import HttpFleet
@@ -83,9 +84,7 @@ class TestUntrustedWindows:
     ) -> None:
         fleet, handle = gappy
         fleet.gaps = 2
-        applied = await handle.execute_update(
-            TrafficRebalanceWorkflow.set_override, drain("eu-west")
-        )
+        applied = await request_override(handle, drain("eu-west"))
 
         assert applied.region_share == pytest.approx(0.0, abs=1e-9)
         status = await handle.query(TrafficRebalanceWorkflow.status)
@@ -102,12 +101,12 @@ class TestUntrustedWindows:
     ) -> None:
         fleet, handle = gappy
         fleet.gaps = 100
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await handle.execute_update(TrafficRebalanceWorkflow.set_override, drain("eu-west"))
+        with pytest.raises(ApplicationError) as refused:
+            await request_override(handle, drain("eu-west"))
         fleet.gaps = 0
 
-        cause = refused.value.cause
-        assert isinstance(cause, ApplicationError) and cause.type == "Infeasible"
+        cause = refused.value
+        assert cause.type == "Infeasible"
         assert f"region {SILENT}: no web samples" in cause.message
         status = await handle.query(TrafficRebalanceWorkflow.status)
         assert status.overrides == []
@@ -140,7 +139,7 @@ class TestFirstTrustedView:
                 status = await wait_status(
                     handle, lambda s: s.trusted_view, limit_s=UNTRUSTED_RETRY_S + 30
                 )
-                await handle.execute_update(TrafficRebalanceWorkflow.set_override, drain("eu-west"))
+                await request_override(handle, drain("eu-west"))
             finally:
                 await handle.terminate("test over")
         await fleet.aclose()

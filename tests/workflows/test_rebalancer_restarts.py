@@ -13,6 +13,7 @@ import pytest_asyncio
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.clients.overrides import request_override
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus, SetOverrideInput
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.models import RoutingTable
@@ -75,9 +76,9 @@ class TestHoldsOutliveTheRun:
         wid = f"rebalancer-{uuid.uuid4().hex[:8]}"
         first = await start(stack, wid)
         await wait_status(first, lambda s: s.epoch >= 1 and s.trusted_view)
-        await first.execute_update(TrafficRebalanceWorkflow.set_override, drain_hold())
-        await first.execute_update(
-            TrafficRebalanceWorkflow.set_override,
+        await request_override(first, drain_hold())
+        await request_override(
+            first,
             SetOverrideInput(
                 region="us-west",
                 owner="loadtest:loadtest-long-gone",
@@ -104,7 +105,7 @@ class TestHoldsOutliveTheRun:
         wid = f"rebalancer-{uuid.uuid4().hex[:8]}"
         first = await start(stack, wid)
         await wait_status(first, lambda s: s.epoch >= 1 and s.trusted_view)
-        await first.execute_update(TrafficRebalanceWorkflow.set_override, drain_hold())
+        await request_override(first, drain_hold())
         await first.terminate("the rebalancer died")
         # A run that ends before its first epoch (here: terminated while its start is
         # delayed) has no memo: it must not count as "a run that held nothing".
@@ -149,7 +150,7 @@ class TestFleetThatLostItsState:
     ) -> None:
         handle = await start(lab_stack, f"rebalancer-{uuid.uuid4().hex[:8]}")
         await wait_status(handle, lambda s: s.epoch >= 1 and s.trusted_view)
-        await handle.execute_update(TrafficRebalanceWorkflow.set_override, drain_hold())
+        await request_override(handle, drain_hold())
         await wait_status(handle, lambda s: s.epoch >= 3)
         before = await lab_stack.fleet.routing()
         assert carried(before, DRAINED) == 0.0 and before.version > 1
