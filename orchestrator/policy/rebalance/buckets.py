@@ -32,7 +32,7 @@ def bucket_of(user_id: str, bucket_count: int) -> int:
     """The bucket of a user: a stable hash, identical across processes and restarts.
 
     XXH32 of the id's UTF-8 bytes, mod the count: exactly what an HAProxy frontend
-    computes with ``url_param(user),url_dec,xxh32,mod(<count>)`` (the lab's HAProxy data
+    computes with ``url_param(user),url_dec(1),xxh32,mod(<count>)`` (the lab's HAProxy data
     plane, docs/lab-haproxy.md), so the proxy and the Python lab agree on every user.
     """
     return xxh32(user_id.encode()) % bucket_count

@@ -1,7 +1,7 @@
 """XXH32 (xxHash, 32 bits), in pure Python: the hash HAProxy's ``xxh32`` converter computes.
 
 A user's bucket is ``xxh32(user id) mod bucket_count`` so that an HAProxy frontend
-(``url_param(user),url_dec,xxh32,mod(N)``) and the Python lab put every user in the same
+(``url_param(user),url_dec(1),xxh32,mod(N)``) and the Python lab put every user in the same
 bucket. The standard library has no XXH32; the reference algorithm is short, and a user id
 is a few bytes, so one call costs about 2 us (tests/policy/test_buckets.py checks it against
 the published test vectors, tests/lab/haproxy/ against a real HAProxy).
