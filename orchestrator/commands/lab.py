@@ -84,11 +84,10 @@ def _serve_haproxy(
 
     import uvicorn
 
-    from orchestrator.processes import interrupt_on_signals
-
     from orchestrator.lab.config import load_config
     from orchestrator.lab.haproxy.app import create_haproxy_app
     from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+    from orchestrator.processes import interrupt_on_signals
 
     try:
         cfg = load_config(config)

@@ -24,8 +24,8 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.models import RoutingWrite, ServiceWeightChange, ShardMove
 from orchestrator.processes import group_alive, spawn
 from orchestrator.waiting import exited, http_ok, wait_until
-from tests.lab.haproxy.test_data_plane import lab_config, users_routed
 from testkit.ports import free_port
+from tests.lab.haproxy.test_data_plane import lab_config, users_routed
 
 pytestmark = pytest.mark.server
 
