@@ -38,7 +38,7 @@ def serve(
         "python",
         "--data-plane",
         help="python (this process serves every PoP) or haproxy (a real HAProxy in front "
-        "of a process per region; docs/lab-haproxy.md).",
+        "of a process per region; docs/fleet-contract.md).",
     ),
     edge_port_base: int = typer.Option(
         0,

@@ -33,7 +33,7 @@ def bucket_of(user_id: str, bucket_count: int) -> int:
 
     XXH32 of the id's UTF-8 bytes, mod the count: exactly what an HAProxy frontend
     computes with ``url_param(user),url_dec(1),xxh32,mod(<count>)`` (the lab's HAProxy data
-    plane, docs/lab-haproxy.md), so the proxy and the Python lab agree on every user.
+    plane, docs/fleet-contract.md), so the proxy and the Python lab agree on every user.
     """
     return xxh32(user_id.encode()) % bucket_count
 
