@@ -180,6 +180,8 @@ def traffic(
                 {"web": 1.0 - sessions_share, sticky: sessions_share} if sticky else {"web": 1.0}
             ),
             "LAB_TRAFFIC_SHIFT": json.dumps(shift),
+            # --data-plane haproxy: requests go to each PoP's frontend, not to the lab
+            "LAB_TRAFFIC_POP_URLS": json.dumps(_pop_urls(lab)),
         }
     )
     command = [
@@ -266,3 +268,16 @@ async def _pop_weights(lab: str, token: str | None) -> tuple[dict[str, float], s
         topology = await fleet.topology()
     sticky = next((s.name for s in topology.services if s.kind == "sticky"), None)
     return {p.name: p.demand_weight for p in topology.pops}, sticky
+
+
+def _pop_urls(lab: str) -> dict[str, str]:
+    """Each PoP's own URL when the lab's data plane is HAProxy (a port per PoP), else {}."""
+    import httpx
+
+    try:
+        answer = httpx.get(f"{lab.rstrip('/')}/healthz", timeout=10.0).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    if not isinstance(answer, dict) or answer.get("data_plane") != "haproxy":
+        return {}
+    return {str(p): str(u) for p, u in answer.get("pops", {}).items()}

@@ -21,11 +21,11 @@ import yaml
 
 from orchestrator.exceptions import FleetRejected
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.models import RoutingWrite, ServiceWeightChange, ShardMove
+from orchestrator.models import HealthReport, RoutingWrite, ServiceWeightChange, ShardMove
 from orchestrator.processes import group_alive, spawn
 from orchestrator.waiting import exited, http_ok, wait_until
 from testkit.ports import free_port
-from tests.lab.haproxy.test_data_plane import lab_config, users_routed
+from tests.lab.haproxy.test_data_plane import lab_config, of, users_routed
 
 pytestmark = pytest.mark.server
 
@@ -82,7 +82,7 @@ class TestFleetApi:
         pop = served.info["pops"]["p1"]
         async with HttpFleet(served.url) as fleet, httpx.AsyncClient(timeout=10) as client:
             table = await fleet.routing()
-            west = users_routed(table.buckets["p1"], "west", 20)  # type: ignore[index]
+            west = users_routed(of(table, "p1"), "west", 20)
             write = RoutingWrite(fractions={"p1": {"east": 1.0}, "p2": {"tiny": 1.0}})
             after = await fleet.write_routing(write, if_match=table.version, idempotency_key="e")
             assert after.version > table.version
@@ -99,7 +99,7 @@ class TestFleetApi:
             assert all(a.status_code == 200 for a in drained)
             assert "east" not in {a.json()["region"] for a in drained}
 
-            health = await fleet.health(window_s=30)
+            health = await fleet.health(window_s=60)
             seen = {r.region: r for r in health.regions}
             assert seen["east"].samples == len(answers)
             assert seen["east"].error_rate == 0.0
@@ -117,6 +117,38 @@ class TestFleetApi:
             answer = await client.get(f"{served.url}/edge/p1", params={"user": "u"})
         assert answer.status_code == 421
         assert served.info["pops"]["p1"] in answer.json()["reason"]
+
+
+class TestTraffic:
+    """``orchestrator lab traffic`` finds the PoP frontends and its Locust users go through
+    HAProxy: every request counted by HAProxy, none refused."""
+
+    def test_locust_traffic_goes_through_haproxy(self, served: Served) -> None:
+        done = sp.run(
+            [
+                sys.executable,
+                "-c",
+                "from orchestrator.cli import app; app()",
+                "lab",
+                "traffic",
+                "--rps",
+                "10",
+                "--duration",
+                "5",
+                "--lab",
+                served.url,
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        answer = httpx.get(f"{served.url}/v1/health", params={"window_s": 60}, timeout=10)
+        health = HealthReport.model_validate(answer.json())
+        pops = {p.pop: p for p in health.pops}
+        assert sum(p.samples for p in pops.values()) >= 20
+        assert all(p.error_rate in (None, 0.0) for p in pops.values())
+        assert sum(r.samples for r in health.regions) == sum(p.samples for p in pops.values())
 
 
 class TestStop:

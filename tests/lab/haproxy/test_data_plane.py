@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
-from orchestrator.models import RoutingWrite, ServiceWeightChange
+from orchestrator.models import RoutingTable, RoutingWrite, ServiceWeightChange
 from orchestrator.policy.rebalance.buckets import bucket_of
 from orchestrator.processes import group_alive
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.server
 BUCKETS = 1024
 
 
-def lab_config() -> LabConfig:
+def lab_config(tiny_ms: float = 300) -> LabConfig:
     """Two quick regions and a tiny one (one slot, one queue place) to overflow."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
@@ -45,7 +45,7 @@ def lab_config() -> LabConfig:
                     "name": "tiny",
                     "buildings": ["t1"],
                     "services": {
-                        "web": {"slots": 1, "service_time_ms": 300, "queue_limit": 1},
+                        "web": {"slots": 1, "service_time_ms": tiny_ms, "queue_limit": 1},
                         "cache": cache,
                     },
                 },
@@ -79,8 +79,14 @@ async def served(plane: HAProxyDataPlane, region: str) -> int:
     return sum(r["count"] for r in rows)
 
 
+def of(table: RoutingTable, pop: str) -> list[str]:
+    """The PoP's bucket -> region list (the adapter always answers buckets)."""
+    assert table.buckets is not None
+    return table.buckets[pop]
+
+
 def users_routed(buckets: list[str], region: str, count: int) -> list[str]:
-    found = []
+    found: list[str] = []
     i = 0
     while len(found) < count:
         user = f"user-{i}"
@@ -105,7 +111,7 @@ class TestBuckets:
                 assert answer.status_code == 200, answer.text
                 body = answer.json()
                 assert body["bucket"] == bucket_of(user, BUCKETS), user
-                assert body["region"] == table.buckets["p1"][body["bucket"]], user
+                assert body["region"] == of(table, "p1")[body["bucket"]], user
                 seen[body["region"]] += 1
         assert set(seen) == {"east", "west"}
 
@@ -116,7 +122,7 @@ class TestBuckets:
         after = await fleet.write_routing(
             write, if_match=before.version, idempotency_key="all-west"
         )
-        assert set(after.buckets["p1"]) == {"west"}
+        assert set(of(after, "p1")) == {"west"}
         async with httpx.AsyncClient(timeout=10) as client:
             answers = [await edge(client, plane, "p1", f"user-{i}") for i in range(60)]
         assert {a.json()["region"] for a in answers} == {"west"}
@@ -128,7 +134,7 @@ class TestDrain:
 
     async def test_drained_region_gets_no_new_requests(self, plane: HAProxyDataPlane) -> None:
         fleet = plane.fleet()
-        east_users = users_routed((await fleet.routing()).buckets["p1"], "east", 20)
+        east_users = users_routed(of(await fleet.routing(), "p1"), "east", 20)
         drain = ServiceWeightChange(region="east", service="web", weight=0.0)
         result = await fleet.set_service_weight(drain, idempotency_key="drain-east")
         assert result.detail["commands"] == ["set server web/east state drain"]
@@ -149,7 +155,12 @@ class TestDrain:
 class TestCapacity:
     """Past a server's maxconn and its queue, HAProxy itself answers 503."""
 
-    async def test_full_queue_is_haproxys_503(self, plane: HAProxyDataPlane) -> None:
+    async def test_full_queue_is_haproxys_503(self, tmp_path: Path) -> None:
+        # a one-second hold: the burst's eight requests all arrive while the first is served
+        with HAProxyDataPlane(lab_config(tiny_ms=1000), tmp_path) as plane:
+            await self.burst(plane)
+
+    async def burst(self, plane: HAProxyDataPlane) -> None:
         async with httpx.AsyncClient(timeout=30) as client:
             answers = await asyncio.gather(
                 *(edge(client, plane, "p2", f"burst-{i}") for i in range(8))
@@ -168,8 +179,8 @@ class TestIsolation:
 
     async def test_sigstopped_region_costs_another_nothing(self, plane: HAProxyDataPlane) -> None:
         buckets = await plane.fleet().routing()
-        east = users_routed(buckets.buckets["p1"], "east", 3)
-        west = users_routed(buckets.buckets["p1"], "west", 40)
+        east = users_routed(of(buckets, "p1"), "east", 3)
+        west = users_routed(of(buckets, "p1"), "west", 40)
         stopped = plane.backends["east"].pid
         os.kill(stopped, signal.SIGSTOP)
         try:
