@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -55,7 +56,7 @@ class HAProxyDataPlane:
         *,
         edge_port_base: int = 0,
         stats_port: int = 0,
-        start_timeout_s: float = 30.0,
+        start_timeout_s: float = 60.0,
     ) -> None:
         """``edge_port_base``: PoPs listen on it, +1, ... in config order (0: free ports)."""
         self.config = config
@@ -112,7 +113,7 @@ class HAProxyDataPlane:
         try:
             self._start_backends()
             self._start_haproxy(binary)
-            asyncio.run(adopt(self.fleet()))
+            self._adopt()
         except BaseException:
             self.stop()
             raise
@@ -120,6 +121,16 @@ class HAProxyDataPlane:
             "haproxy data plane up", pops=self.layout.pop_ports, dir=str(self.layout.directory)
         )
         return self
+
+    def _adopt(self) -> None:
+        """Adopt the fresh proxy; from a thread when called inside an event loop (a test)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(adopt(self.fleet()))
+            return
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, adopt(self.fleet())).result()
 
     def _start_backends(self) -> None:
         layout = self.layout

@@ -121,7 +121,7 @@ class TestFleetApi:
 
 class TestTraffic:
     """``orchestrator lab traffic`` finds the PoP frontends and its Locust users go through
-    HAProxy: every request counted by HAProxy, none refused."""
+    HAProxy: every request is counted by HAProxy, at its PoP and at a region."""
 
     def test_locust_traffic_goes_through_haproxy(self, served: Served) -> None:
         done = sp.run(
@@ -147,7 +147,9 @@ class TestTraffic:
         health = HealthReport.model_validate(answer.json())
         pops = {p.pop: p for p in health.pops}
         assert sum(p.samples for p in pops.values()) >= 20
-        assert all(p.error_rate in (None, 0.0) for p in pops.values())
+        # p1's regions have room; p2 sends its share to the one-slot region, which refuses some
+        assert pops["p1"].samples > 0
+        assert pops["p1"].error_rate == 0.0
         assert sum(r.samples for r in health.regions) == sum(p.samples for p in pops.values())
 
 
