@@ -78,3 +78,26 @@ class TestStats:
         assert window.over(5.0) == (5.0, {"east": Counts(20, 1)})
         assert window.over(60.0) == (10.0, {"east": Counts(30, 2)})
         assert StatsWindow(60).over(5.0) == (0.0, {})
+
+
+class TestServeOptions:
+    """``lab serve --data-plane`` refuses what it cannot do, in one line, before starting."""
+
+    def test_unknown_data_plane(self) -> None:
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+
+        result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "envoy"])
+        assert result.exit_code != 0
+        assert "--data-plane must be python or haproxy" in result.output
+
+    def test_haproxy_is_live_without_faults(self) -> None:
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+
+        for extra in (["--mode", "model"], ["--faults"]):
+            result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "haproxy", *extra])
+            assert result.exit_code != 0
+            assert "live traffic only" in result.output
