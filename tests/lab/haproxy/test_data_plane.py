@@ -12,6 +12,7 @@ import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,10 +28,23 @@ pytestmark = pytest.mark.server
 BUCKETS = 1024
 
 
-def lab_config(tiny_ms: float = 300) -> LabConfig:
-    """Two quick regions and a tiny one (one slot, one queue place) to overflow."""
+def lab_config(tiny_ms: float = 300, *, tiny: bool = True) -> LabConfig:
+    """Two quick regions and (``tiny``) a tiny one, one slot and one queue place, to
+    overflow: p2 sends all its users there. Without it, p2 is split like p1."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
+    regions: list[dict[str, Any]] = [
+        {"name": "east", "buildings": ["e1"], "services": {"web": quick, "cache": cache}},
+        {"name": "west", "buildings": ["w1"], "services": {"web": quick, "cache": cache}},
+    ]
+    rtt: dict[str, dict[str, float]] = {"east": {"west": 10}}
+    if tiny:
+        small = {"slots": 1, "service_time_ms": tiny_ms, "queue_limit": 1}
+        regions.append(
+            {"name": "tiny", "buildings": ["t1"], "services": {"web": small, "cache": cache}}
+        )
+        rtt = {"east": {"west": 10, "tiny": 10}, "west": {"tiny": 10}}
+    names = [r["name"] for r in regions]
     return LabConfig.model_validate(
         {
             "bucket_count": BUCKETS,
@@ -38,24 +52,16 @@ def lab_config(tiny_ms: float = 300) -> LabConfig:
                 {"name": "web", "kind": "stateless", "depends_on": ["cache"], "demand_share": 1},
                 {"name": "cache", "kind": "stateless"},
             ],
-            "regions": [
-                {"name": "east", "buildings": ["e1"], "services": {"web": quick, "cache": cache}},
-                {"name": "west", "buildings": ["w1"], "services": {"web": quick, "cache": cache}},
-                {
-                    "name": "tiny",
-                    "buildings": ["t1"],
-                    "services": {
-                        "web": {"slots": 1, "service_time_ms": tiny_ms, "queue_limit": 1},
-                        "cache": cache,
-                    },
-                },
-            ],
-            "inter_region_rtt_ms": {"east": {"west": 10, "tiny": 10}, "west": {"tiny": 10}},
+            "regions": regions,
+            "inter_region_rtt_ms": rtt,
             "pops": [
-                {"name": "p1", "demand_weight": 1, "rtt_ms": {"east": 1, "west": 1, "tiny": 1}},
-                {"name": "p2", "demand_weight": 1, "rtt_ms": {"east": 1, "west": 1, "tiny": 1}},
+                {"name": p, "demand_weight": 1, "rtt_ms": dict.fromkeys(names, 1.0)}
+                for p in ("p1", "p2")
             ],
-            "initial_routing": {"p1": {"east": 0.5, "west": 0.5}, "p2": {"tiny": 1.0}},
+            "initial_routing": {
+                "p1": {"east": 0.5, "west": 0.5},
+                "p2": {"tiny": 1.0} if tiny else {"east": 0.5, "west": 0.5},
+            },
         }
     )
 
