@@ -11,6 +11,8 @@ from the lab and passes them here in the environment:
 - ``LAB_TRAFFIC_SHIFT``: optional JSON ``{"after_s": S, "pops": {pop: weight}}``: S seconds
   after the first user starts, every user moves to the PoP the new weights give its index,
   so the demand mix shifts at once while the total rate stays the same.
+- ``LAB_TRAFFIC_POP_URLS``: optional JSON ``{pop: base URL}``: a lab whose data plane is
+  HAProxy (``lab serve --data-plane haproxy``) has a frontend per PoP on its own port.
 
 Each Locust user is pinned to one PoP (smooth weighted round-robin, so the PoP
 mix matches the weights) and owns a fixed set of end-user ids, so buckets and
@@ -36,6 +38,7 @@ _USERS = max(int(os.environ.get("LAB_TRAFFIC_USERS", "5")), 1)
 _MIX: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_MIX", '{"web": 1}'))
 _IDS = max(int(os.environ.get("LAB_TRAFFIC_IDS", "64")), 1)
 _SHIFT: dict[str, Any] | None = json.loads(os.environ.get("LAB_TRAFFIC_SHIFT", "null"))
+_POP_URLS: dict[str, str] = json.loads(os.environ.get("LAB_TRAFFIC_POP_URLS", "{}"))
 _counter = itertools.count()
 _started: list[float] = []
 
@@ -92,7 +95,7 @@ class LabUser(FastHttpUser):
         service = self.rng.choices(self.services, self.service_weights)[0]
         params: dict[str, Any] = {"user": user, "service": service}
         with self.client.get(
-            f"/edge/{self.pop}",
+            f"{_POP_URLS.get(self.pop, '')}/edge/{self.pop}",
             params=params,
             name=f"/edge/{self.pop} [{service}]",
             catch_response=True,

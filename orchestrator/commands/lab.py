@@ -34,6 +34,19 @@ def serve(
     token: str | None = typer.Option(
         None, "--token", help=f"Require this bearer token on /v1 (or set {TOKEN_ENV})."
     ),
+    data_plane: str = typer.Option(
+        "python",
+        "--data-plane",
+        help="python (this process serves every PoP) or haproxy (a real HAProxy in front "
+        "of a process per region; docs/fleet-contract.md).",
+    ),
+    edge_port_base: int = typer.Option(
+        0,
+        "--edge-port-base",
+        min=0,
+        max=65535,
+        help="With --data-plane haproxy: PoP frontends on this port, +1, ... (0: free ports).",
+    ),
 ) -> None:
     """Serve the fleet API, the edge data plane and (with --faults) the lab controls."""
     from orchestrator.lab.server import build_app
@@ -41,7 +54,14 @@ def serve(
 
     if mode not in ("live", "model"):
         fail(f"--mode must be live or model, not {mode!r}")
+    if data_plane not in ("python", "haproxy"):
+        fail(f"--data-plane must be python or haproxy, not {data_plane!r}")
     token = _token(token)
+    if data_plane == "haproxy":
+        if mode != "live" or faults:
+            fail("--data-plane haproxy is live traffic only, without --faults (not carried over)")
+        _serve_haproxy(config, host, port, token, edge_port_base)
+        return
     chosen: Literal["live", "model"] = "live" if mode == "live" else "model"
     try:
         lab = build_app(config, mode=chosen, faults=faults, token=token)
@@ -53,6 +73,50 @@ def serve(
         highlight=False,
     )
     run(lab, host, port)
+
+
+def _serve_haproxy(
+    config: Path | None, host: str, port: int, token: str | None, edge_port_base: int
+) -> None:
+    """HAProxy and a process per region, the fleet API here; all stopped on the way out."""
+    import contextlib
+    import tempfile
+
+    import uvicorn
+
+    from orchestrator.lab.config import load_config
+    from orchestrator.lab.haproxy.app import create_haproxy_app
+    from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+    from orchestrator.processes import interrupt_on_signals
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        fail(str(exc))
+    with tempfile.TemporaryDirectory(prefix="lab-haproxy-") as directory:
+        plane = HAProxyDataPlane(cfg, Path(directory), edge_port_base=edge_port_base)
+        try:
+            plane.start()
+        except (ConfigError, RuntimeError, FleetError) as exc:
+            fail(f"cannot start the HAProxy data plane: {exc}")
+        try:
+            pops = ", ".join(f"{p} {plane.pop_url(p)}" for p in plane.layout.pop_ports)
+            console.print(
+                f"lab (live, HAProxy data plane) fleet API on http://{host}:{port}; PoPs: {pops}",
+                highlight=False,
+            )
+            # uvicorn re-raises the SIGTERM/SIGINT it stopped on; as KeyboardInterrupt
+            # here, so HAProxy and the backends are stopped before this process ends.
+            with interrupt_on_signals(), contextlib.suppress(KeyboardInterrupt):
+                uvicorn.run(
+                    create_haproxy_app(plane, token=token),
+                    host=host,
+                    port=port,
+                    log_level="warning",
+                    access_log=False,
+                )
+        finally:
+            plane.stop()
 
 
 @app.command()
@@ -116,6 +180,8 @@ def traffic(
                 {"web": 1.0 - sessions_share, sticky: sessions_share} if sticky else {"web": 1.0}
             ),
             "LAB_TRAFFIC_SHIFT": json.dumps(shift),
+            # --data-plane haproxy: requests go to each PoP's frontend, not to the lab
+            "LAB_TRAFFIC_POP_URLS": json.dumps(_pop_urls(lab)),
         }
     )
     command = [
@@ -202,3 +268,16 @@ async def _pop_weights(lab: str, token: str | None) -> tuple[dict[str, float], s
         topology = await fleet.topology()
     sticky = next((s.name for s in topology.services if s.kind == "sticky"), None)
     return {p.name: p.demand_weight for p in topology.pops}, sticky
+
+
+def _pop_urls(lab: str) -> dict[str, str]:
+    """Each PoP's own URL when the lab's data plane is HAProxy (a port per PoP), else {}."""
+    import httpx
+
+    try:
+        answer = httpx.get(f"{lab.rstrip('/')}/healthz", timeout=10.0).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    if not isinstance(answer, dict) or answer.get("data_plane") != "haproxy":
+        return {}
+    return {str(p): str(u) for p, u in answer.get("pops", {}).items()}

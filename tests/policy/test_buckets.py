@@ -15,6 +15,7 @@ from orchestrator.policy.rebalance.buckets import (
     churn,
     min_churn,
 )
+from orchestrator.policy.rebalance.xxh32 import xxh32
 
 REGIONS = ["r0", "r1", "r2", "r3"]
 
@@ -100,6 +101,18 @@ class TestStableHashing:
     def test_bucket_of_is_stable_and_in_range(self) -> None:
         assert bucket_of("user-42", 1024) == bucket_of("user-42", 1024)
         assert all(0 <= bucket_of(f"u{i}", 7) < 7 for i in range(200))
+
+    def test_xxh32_matches_the_reference_vectors(self) -> None:
+        # xxHash's published values (seed 0); the 39-byte one runs the 16-byte lanes
+        assert xxh32(b"") == 0x02CC5D05
+        assert xxh32(b"a") == 0x550D7456
+        assert xxh32(b"abc") == 0x32D153FF
+        assert xxh32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
+
+    def test_bucket_of_is_xxh32_mod_count(self) -> None:
+        """What HAProxy's ``xxh32,mod(N)`` computes (tests/lab/haproxy/ checks a real one)."""
+        assert bucket_of("abc", 1024) == 0x32D153FF % 1024
+        assert bucket_of("ünï", 64) == xxh32("ünï".encode()) % 64
 
     def test_fresh_assignment_is_deterministic(self) -> None:
         shares = {"a": 0.25, "b": 0.75}

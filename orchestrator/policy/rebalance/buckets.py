@@ -23,13 +23,19 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from orchestrator.policy.rebalance.xxh32 import xxh32
+
 __all__ = ["assign_buckets", "bucket_counts", "bucket_of", "churn", "min_churn"]
 
 
 def bucket_of(user_id: str, bucket_count: int) -> int:
-    """The bucket of a user: a stable hash, identical across processes and restarts."""
-    digest = hashlib.blake2b(user_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % bucket_count
+    """The bucket of a user: a stable hash, identical across processes and restarts.
+
+    XXH32 of the id's UTF-8 bytes, mod the count: exactly what an HAProxy frontend
+    computes with ``url_param(user),url_dec(1),xxh32,mod(<count>)`` (the lab's HAProxy data
+    plane, docs/fleet-contract.md), so the proxy and the Python lab agree on every user.
+    """
+    return xxh32(user_id.encode()) % bucket_count
 
 
 def bucket_counts(

@@ -1,0 +1,301 @@
+"""The lab's fleet API when HAProxy carries the traffic: HAProxy's truth, nothing faked.
+
+Routing reads and writes, topology and service weights go through the HAProxy adapter
+(:class:`~orchestrator.fleet.haproxy.HAProxyFleet`) to the live map and servers. Health
+combines HAProxy's own counters (requests and refusals per region and PoP, sampled every
+second: :mod:`.stats`) with each region backend's view (latency percentiles, pool
+utilization). What this mode does not carry over yet (shard moves, batch jobs, config
+writes, training, the audit log, faults) is refused with ``FleetRejected`` naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import re
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import httpx
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from orchestrator.exceptions import (
+    FleetError,
+    FleetNotFound,
+    FleetUnauthorized,
+    FleetUnavailable,
+    InvalidRequest,
+    VersionConflict,
+)
+from orchestrator.lab.errors import ApiError, invalid, rejected
+from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from orchestrator.lab.haproxy.stats import Counts, StatsWindow, parse_stat
+from orchestrator.logging import get_logger
+from orchestrator.models import (
+    HealthReport,
+    MutationResult,
+    PopHealth,
+    RegionHealth,
+    RoutingTable,
+    RoutingWrite,
+    ServiceHealth,
+    ServiceWeightChange,
+    Topology,
+)
+
+__all__ = ["create_haproxy_app"]
+
+_ETAG = re.compile(r'^(?:W/)?"?(\d+)"?$')
+#: how often HAProxy's counters are sampled for windowed health
+SAMPLE_EVERY_S = 1.0
+#: a region backend that does not answer its health read in this long is reported missing
+BACKEND_TIMEOUT_S = 1.0
+
+log = get_logger(__name__)
+
+NOT_CARRIED = {
+    "actions/shard-move": "shard moves",
+    "actions/batch-job": "batch jobs",
+    "actions/config": "config writes",
+    "audit": "the audit log (HAProxy keeps none; writes compare live state instead)",
+}
+
+
+def _api_error(exc: FleetError) -> ApiError:
+    """The adapter's exception as the contract's answer (the client maps it back)."""
+    if isinstance(exc, VersionConflict):
+        return ApiError(409, "VersionConflict", str(exc))
+    if isinstance(exc, InvalidRequest):
+        return ApiError(422, "InvalidRequest", str(exc), exc.reason or None)
+    if isinstance(exc, FleetNotFound):
+        return ApiError(404, "FleetNotFound", str(exc))
+    if isinstance(exc, FleetUnauthorized):
+        return ApiError(403, "FleetUnauthorized", str(exc))
+    if isinstance(exc, FleetUnavailable):
+        return ApiError(503, "FleetUnavailable", str(exc))
+    # FleetRejected, ProxyStateLost: not retryable; 400 so the client raises FleetRejected
+    return ApiError(400, type(exc).__name__, str(exc))
+
+
+def _key(key: str | None) -> str:
+    if not key or not key.strip():
+        raise rejected(400, "every mutation needs an Idempotency-Key header", "Idempotency-Key")
+    return key
+
+
+def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> FastAPI:
+    config = plane.config
+    front = [s.name for s in config.front_services]
+    pops = [p.name for p in config.pops]
+    counters = StatsWindow(config.metrics.retention_s)
+    pop_counters = StatsWindow(config.metrics.retention_s)
+
+    async def sample() -> None:
+        text = await plane.fleet().runtime.command("show stat")
+        regions, by_pop = parse_stat(text, front, pops)
+        now = time.monotonic()
+        counters.add(now, regions)
+        pop_counters.add(now, by_pop)
+
+    async def sampler() -> None:
+        while True:
+            with contextlib.suppress(FleetError):
+                await sample()
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(sampler())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(
+        title="Orchestrator lab fleet (HAProxy data plane)", version="1", lifespan=lifespan
+    )
+    app.state.plane = plane
+
+    @app.exception_handler(ApiError)
+    async def _error(_request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(FleetError)
+    async def _fleet_error(_request: Request, exc: FleetError) -> JSONResponse:
+        error = _api_error(exc)
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        error = invalid(where, str(first.get("msg", "invalid request")))
+        return JSONResponse(error.body(), status_code=error.status)
+
+    async def check_token(authorization: Annotated[str | None, Header()] = None) -> None:
+        if token is None:
+            return
+        if not hmac.compare_digest((authorization or "").encode(), f"Bearer {token}".encode()):
+            raise ApiError(401, "FleetUnauthorized", "missing or wrong bearer token")
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(check_token)], tags=["fleet"])
+
+    @v1.get("/topology", response_model=Topology)
+    async def topology() -> Topology:
+        return await plane.fleet().topology()
+
+    @v1.get("/routing", response_model=RoutingTable)
+    async def routing(buckets: bool | None = None) -> JSONResponse:
+        table = await plane.fleet().routing()
+        if buckets is False:
+            table = table.model_copy(update={"buckets": None})
+        return JSONResponse(table.model_dump(mode="json"), headers={"ETag": str(table.version)})
+
+    @v1.put("/routing", response_model=RoutingTable)
+    async def write_routing(
+        write: RoutingWrite,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+        if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+        buckets: bool | None = None,
+    ) -> JSONResponse:
+        key = _key(idempotency_key)
+        if if_match is None:
+            raise rejected(428, "routing writes need If-Match: <version>", "If-Match")
+        match = _ETAG.match(if_match.strip())
+        if match is None:
+            raise invalid("If-Match", f"not a routing version: {if_match!r}")
+        table = await plane.fleet().write_routing(
+            write, if_match=int(match.group(1)), idempotency_key=key
+        )
+        if buckets is False:
+            table = table.model_copy(update={"buckets": None})
+        return JSONResponse(table.model_dump(mode="json"), headers={"ETag": str(table.version)})
+
+    @v1.post("/actions/service-weight", response_model=MutationResult)
+    async def service_weight(
+        change: ServiceWeightChange,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    ) -> MutationResult:
+        return await plane.fleet().set_service_weight(change, idempotency_key=_key(idempotency_key))
+
+    @v1.get("/health", response_model=HealthReport)
+    async def health(window_s: Annotated[float | None, Query(gt=0)] = None) -> HealthReport:
+        window = window_s or config.metrics.window_s
+        if window > config.metrics.retention_s:
+            raise invalid("window_s", f"must be within (0, {config.metrics.retention_s:g}] seconds")
+        await sample()  # the newest counters, not up to a second old
+        return await _health(plane, counters, pop_counters, window)
+
+    for path, what in NOT_CARRIED.items():
+        _refuse(v1, path, what)
+    app.include_router(v1)
+
+    @app.get("/healthz", tags=["lab"])
+    async def healthz() -> dict[str, Any]:
+        return {
+            "ok": True,
+            "mode": "live",
+            "data_plane": "haproxy",
+            "pops": {p: plane.pop_url(p) for p in pops},
+            "haproxy_metrics": plane.metrics_url,
+            "pids": {
+                "haproxy": plane.haproxy.pid if plane.haproxy else None,
+                **{r: p.pid for r, p in plane.backends.items()},
+            },
+        }
+
+    @app.api_route("/edge/{pop}", methods=["GET"], tags=["data plane"])
+    async def edge(pop: str) -> JSONResponse:
+        # Not proxied here: a second hop would put this process back in the data path.
+        if pop not in plane.layout.pop_ports:
+            raise ApiError(404, "FleetNotFound", f"unknown PoP {pop!r}", "pop")
+        raise ApiError(
+            421,
+            "FleetRejected",
+            f"the data plane is HAProxy: send {pop}'s traffic to {plane.pop_url(pop)}/edge/{pop}",
+            "pop",
+        )
+
+    return app
+
+
+def _refuse(router: APIRouter, path: str, what: str) -> None:
+    async def refuse() -> None:
+        raise rejected(
+            400,
+            f"not carried over to --data-plane haproxy yet: {what}; run the lab without "
+            "--data-plane haproxy for it",
+            path,
+        )
+
+    method = "get" if path == "audit" else "post"
+    getattr(router, method)(f"/{path}", name=f"refused {path}")(refuse)
+
+
+async def _health(
+    plane: HAProxyDataPlane, counters: StatsWindow, pop_counters: StatsWindow, window: float
+) -> HealthReport:
+    span, regions = counters.over(window)
+    pop_span, by_pop = pop_counters.over(window)
+
+    async def backend(region: str) -> dict[str, Any] | None:
+        try:
+            async with httpx.AsyncClient(timeout=BACKEND_TIMEOUT_S) as client:
+                answer = await client.get(
+                    f"{plane.region_url(region)}/lab/health", params={"window_s": window}
+                )
+            return answer.json() if answer.status_code == 200 else None
+        except httpx.HTTPError:
+            return None  # a stalled backend: its latency is missing, never made up
+
+    views = await asyncio.gather(*(backend(r.name) for r in plane.config.regions))
+    region_health: list[RegionHealth] = []
+    services: list[ServiceHealth] = []
+    for region, view in zip(plane.config.regions, views, strict=True):
+        counts = regions.get(region.name, Counts())
+        fields: dict[str, Any] = {}
+        if view is not None:
+            own = RegionHealth.model_validate(view["region"])
+            fields |= {"p50_ms": own.p50_ms, "p99_ms": own.p99_ms}
+            services += [ServiceHealth.model_validate(s) for s in view["services"]]
+            utils = [
+                s.utilization
+                for s in services
+                if s.region == region.name and s.utilization is not None
+            ]
+            fields["utilization"] = max(utils) if utils else None
+        if span > 0 and counts.requests:
+            fields |= {
+                "rps": counts.requests / span,
+                "error_rate": counts.failures / counts.requests,
+                "samples": counts.requests,
+            }
+        region_health.append(RegionHealth(region=region.name, **fields))
+    pop_health = []
+    for pop in plane.config.pops:
+        counts = by_pop.get(pop.name, Counts())
+        if pop_span > 0 and counts.requests:
+            pop_health.append(
+                PopHealth(
+                    pop=pop.name,
+                    rps=counts.requests / pop_span,
+                    error_rate=counts.failures / counts.requests,
+                    samples=counts.requests,
+                )
+            )
+        else:
+            pop_health.append(PopHealth(pop=pop.name))
+    return HealthReport(
+        window_s=window,
+        observed_at=datetime.now(UTC),
+        regions=region_health,
+        services=services,
+        pops=pop_health,
+    )

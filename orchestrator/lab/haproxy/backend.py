@@ -1,0 +1,188 @@
+"""One region's backend process: serves what HAProxy sends it, with the lab's physics.
+
+HAProxy already holds the region's capacity (a server's ``maxconn`` is the pool's slots),
+so a request here holds its slot by sleeping its service time, three times longer (the
+lab's ``cold.factor``) while its bucket is new to the region, then calls its dependencies
+in this region through the lab's :class:`~orchestrator.lab.slots.SlotPool`. One process
+per region, so a stalled region (even a SIGSTOPped one) costs no other region a request.
+
+Run by :mod:`orchestrator.lab.haproxy.plane`:
+``python -m orchestrator.lab.haproxy.backend --config lab.yaml --region R --port P --map routing.map``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import uvicorn
+from fastapi import FastAPI, Header, Query
+from fastapi.responses import JSONResponse
+
+from orchestrator.lab.config import LabConfig, load_config
+from orchestrator.lab.metrics import MetricsStore
+from orchestrator.lab.slots import SlotPool
+from orchestrator.models import RegionHealth, ServiceHealth
+
+__all__ = ["RegionBackend", "create_backend_app", "main"]
+
+
+class RegionBackend:
+    """The data plane of one region: cold buckets, service time, local dependencies."""
+
+    def __init__(self, config: LabConfig, region: str, warm: set[tuple[str, int]]) -> None:
+        self.config = config
+        self.region = region
+        pools = next(r for r in config.regions if r.name == region).services
+        self.slots = {s: c.slots for s, c in pools.items()}
+        self.service_time_s = {s: c.service_time_ms / 1000.0 for s, c in pools.items()}
+        self.dependency_pools = {s: SlotPool(c.slots, c.queue_limit) for s, c in pools.items()}
+        self.depends_on = {s.name: s.depends_on for s in config.services}
+        self.metrics = MetricsStore(config.metrics.retention_s)
+        now = self.metrics.now()
+        #: (pop, bucket) -> [arrived_at, requests served, last seen]; the boot map's
+        #: buckets of this region start warm, as in the Python lab
+        self.warmth: dict[tuple[str, int], list[float]] = {
+            key: [now - config.cold.warm_after_s, config.cold.warm_after_requests, now]
+            for key in warm
+        }
+        #: (service, routed region, status) -> answers since start
+        self.served: Counter[tuple[str, str, int]] = Counter()
+
+    def cold(self, pop: str, bucket: int) -> bool:
+        """Record a request of the bucket here; True while the bucket is still cold."""
+        cold = self.config.cold
+        now = self.metrics.now()
+        entry = self.warmth.get((pop, bucket))
+        if entry is None or now - entry[2] > cold.evict_after_s:
+            entry = self.warmth[(pop, bucket)] = [now, 0.0, now]
+        entry[2] = now
+        is_cold = now - entry[0] < cold.warm_after_s and entry[1] < cold.warm_after_requests
+        entry[1] += 1
+        return is_cold
+
+    async def serve(
+        self, pop: str, bucket: int, routed: str, service: str
+    ) -> tuple[int, dict[str, Any]]:
+        start = self.metrics.now()
+        body: dict[str, Any] = {
+            "region": self.region,
+            "routed": routed,
+            "pop": pop,
+            "bucket": bucket,
+            "service": service,
+        }
+        if service not in self.service_time_s:
+            return 404, {**body, "error": "FleetNotFound", "reason": f"no pool {service!r} here"}
+        cold = self.cold(pop, bucket)
+        body["cold"] = cold
+        hold = self.service_time_s[service] * (self.config.cold.factor if cold else 1.0)
+        await asyncio.sleep(hold)
+        self.metrics.record(("service", service), hold * 1000.0, hold, True)
+        status = 200
+        for dependency in self.depends_on.get(service, []):
+            if not await self._call(dependency):
+                status = 503
+                body["error"] = f"DependencyFailed:{dependency}"
+                break
+        self.metrics.record(("region",), (self.metrics.now() - start) * 1000.0, 0.0, status == 200)
+        self.served[(service, routed, status)] += 1
+        return status, body
+
+    async def _call(self, dependency: str) -> bool:
+        pool = self.dependency_pools.get(dependency)
+        if pool is None:
+            return True
+        queued_at = self.metrics.now()
+        booking = pool.admit(queued_at, self.service_time_s[dependency])
+        if booking is None:
+            self.metrics.record(("service", dependency), 0.0, 0.0, False)
+            return False
+        await asyncio.sleep(max(0.0, booking.finish - self.metrics.now()))
+        self.metrics.record(
+            ("service", dependency),
+            (booking.finish - queued_at) * 1000.0,
+            booking.finish - booking.start,
+            True,
+        )
+        return True
+
+    def health(self, window_s: float) -> dict[str, Any]:
+        """The region's own view over ``window_s``: what it served (HAProxy's own 503s,
+        for a full queue, never reach it: the control app adds them from HAProxy)."""
+        services = []
+        for service, slots in self.slots.items():
+            s = self.metrics.summary(("service", service), window_s, slots)
+            services.append(ServiceHealth(region=self.region, service=service, **s.as_dict()))
+        r = self.metrics.summary(("region",), window_s)
+        region = RegionHealth(region=self.region, **r.as_dict())
+        return {
+            "region": region.model_dump(mode="json"),
+            "services": [s.model_dump(mode="json") for s in services],
+        }
+
+
+def create_backend_app(backend: RegionBackend) -> FastAPI:
+    app = FastAPI(title=f"lab region {backend.region}")
+
+    @app.get("/lab/health")
+    async def health(window_s: Annotated[float, Query(gt=0)] = 10.0) -> dict[str, Any]:
+        return backend.health(window_s)
+
+    @app.get("/lab/served")
+    async def served() -> list[dict[str, Any]]:
+        return [
+            {"service": s, "routed": r, "status": c, "count": n}
+            for (s, r, c), n in sorted(backend.served.items())
+        ]
+
+    @app.get("/{path:path}")
+    async def edge(
+        path: str,
+        x_lab_pop: Annotated[str, Header()] = "",
+        x_lab_bucket: Annotated[int, Header()] = -1,
+        x_lab_routed: Annotated[str, Header()] = "",
+        service: str = "web",
+    ) -> JSONResponse:
+        status, body = await backend.serve(x_lab_pop, x_lab_bucket, x_lab_routed, service)
+        return JSONResponse(body, status_code=status)
+
+    return app
+
+
+def warm_buckets(map_path: Path, region: str) -> set[tuple[str, int]]:
+    """This region's buckets in the boot map (``<pop>/<bucket> <region>`` lines)."""
+    warm = set()
+    for line in map_path.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition(" ")
+        pop, _, bucket = key.rpartition("/")
+        if value.strip() == region and bucket.isdigit():
+            warm.add((pop, int(bucket)))
+    return warm
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--map", type=Path, required=True)
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    backend = RegionBackend(config, args.region, warm_buckets(args.map, args.region))
+    uvicorn.run(
+        create_backend_app(backend),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        # Enough connections for a pool's slots and its dependency calls: HAProxy limits them.
+        limit_concurrency=None,
+    )
+
+
+if __name__ == "__main__":
+    main()

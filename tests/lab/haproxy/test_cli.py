@@ -1,0 +1,167 @@
+"""``orchestrator lab serve --data-plane haproxy``: the fleet API over HAProxy's truth.
+
+The real command in a subprocess; the orchestrator's own HttpFleet writes routing and
+drains through it, real requests go through the PoP frontends, and SIGTERM to the command
+leaves no HAProxy or backend behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess as sp
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from orchestrator.exceptions import FleetRejected
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.models import HealthReport, RoutingWrite, ServiceWeightChange, ShardMove
+from orchestrator.processes import group_alive, spawn
+from orchestrator.waiting import exited, http_ok, wait_until
+from testkit.ports import free_port
+from tests.lab.haproxy.test_data_plane import lab_config, of, users_routed
+
+pytestmark = pytest.mark.server
+
+
+class Served:
+    def __init__(self, process: sp.Popen[bytes], url: str, info: dict[str, Any]) -> None:
+        self.process = process
+        self.url = url
+        self.info = info
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    config = tmp_path / "lab.yaml"
+    config.write_text(yaml.safe_dump(lab_config().model_dump(mode="json")))
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    process = spawn(
+        [
+            sys.executable,
+            "-c",
+            "from orchestrator.cli import app; app()",
+            "lab",
+            "serve",
+            "--data-plane",
+            "haproxy",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=sp.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(
+            lambda: http_ok(f"{url}/healthz"),
+            timeout_s=60,
+            alive=exited(process, "lab serve --data-plane haproxy"),
+        ), (tmp_path / "serve.log").read_text()
+        yield Served(process, url, httpx.get(f"{url}/healthz").json())
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+        log.close()
+
+
+class TestFleetApi:
+    """HttpFleet against the lab steers HAProxy: routing, drains, health from its counters."""
+
+    async def test_routing_and_drain_through_the_fleet_api(self, served: Served) -> None:
+        pop = served.info["pops"]["p1"]
+        async with HttpFleet(served.url) as fleet, httpx.AsyncClient(timeout=10) as client:
+            table = await fleet.routing()
+            west = users_routed(of(table, "p1"), "west", 20)
+            write = RoutingWrite(fractions={"p1": {"east": 1.0}, "p2": {"tiny": 1.0}})
+            after = await fleet.write_routing(write, if_match=table.version, idempotency_key="e")
+            assert after.version > table.version
+            answers = [await client.get(f"{pop}/edge/p1", params={"user": u}) for u in west]
+            assert {a.json()["region"] for a in answers} == {"east"}
+
+            await fleet.set_service_weight(
+                ServiceWeightChange(region="east", service="web", weight=0.0),
+                idempotency_key="drain",
+            )
+            topology = await fleet.topology()
+            assert topology.service_weights["east/web"] == 0.0
+            drained = [await client.get(f"{pop}/edge/p1", params={"user": u}) for u in west]
+            assert all(a.status_code == 200 for a in drained)
+            assert "east" not in {a.json()["region"] for a in drained}
+
+            health = await fleet.health(window_s=60)
+            seen = {r.region: r for r in health.regions}
+            assert seen["east"].samples == len(answers)
+            assert seen["east"].error_rate == 0.0
+            assert seen["west"].samples + seen["tiny"].samples == len(drained)
+            assert {p.pop: p.samples for p in health.pops}["p1"] == len(answers) + len(drained)
+
+    async def test_what_is_not_carried_over_is_refused_by_name(self, served: Served) -> None:
+        async with HttpFleet(served.url) as fleet:
+            with pytest.raises(FleetRejected, match="shard moves"):
+                await fleet.move_shards(
+                    ShardMove(shards=["kv-1"], to_region="west"),
+                    idempotency_key="s",
+                )
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.get(f"{served.url}/edge/p1", params={"user": "u"})
+        assert answer.status_code == 421
+        assert served.info["pops"]["p1"] in answer.json()["reason"]
+
+
+class TestTraffic:
+    """``orchestrator lab traffic`` finds the PoP frontends and its Locust users go through
+    HAProxy: every request is counted by HAProxy, at its PoP and at a region."""
+
+    def test_locust_traffic_goes_through_haproxy(self, served: Served) -> None:
+        done = sp.run(
+            [
+                sys.executable,
+                "-c",
+                "from orchestrator.cli import app; app()",
+                "lab",
+                "traffic",
+                "--rps",
+                "10",
+                "--duration",
+                "5",
+                "--lab",
+                served.url,
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        answer = httpx.get(f"{served.url}/v1/health", params={"window_s": 60}, timeout=10)
+        health = HealthReport.model_validate(answer.json())
+        pops = {p.pop: p for p in health.pops}
+        assert sum(p.samples for p in pops.values()) >= 20
+        # p1's regions have room; p2 sends its share to the one-slot region, which refuses some
+        assert pops["p1"].samples > 0
+        assert pops["p1"].error_rate == 0.0
+        assert sum(r.samples for r in health.regions) == sum(p.samples for p in pops.values())
+
+
+class TestStop:
+    """SIGTERM to the command stops HAProxy and every region backend with it."""
+
+    def test_no_process_outlives_the_lab(self, served: Served) -> None:
+        pids = [pid for pid in served.info["pids"].values() if pid]
+        assert len(pids) == 4  # HAProxy and three region backends
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(30) == 0
+        assert wait_until(lambda: not any(group_alive(p) for p in pids), timeout_s=10)
+        for pid in pids:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)

@@ -1,0 +1,103 @@
+"""The generated HAProxy files and the counters' arithmetic (pure, no process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.lab.config import load_config
+from orchestrator.lab.haproxy.config import (
+    Layout,
+    haproxy_cfg,
+    queue_timeout_ms,
+    routing_map,
+)
+from orchestrator.lab.haproxy.stats import Counts, StatsWindow, parse_stat
+
+
+def layout(tmp: Path) -> Layout:
+    config = load_config(None)
+    return Layout(
+        directory=tmp,
+        pop_ports={p.name: 9000 + i for i, p in enumerate(config.pops)},
+        region_ports={r.name: 9100 + i for i, r in enumerate(config.regions)},
+        stats_port=9200,
+    )
+
+
+class TestConfig:
+    """The adapter's conventions: a frontend per PoP, a backend per front service with a
+    server per region whose maxconn/maxqueue are the pool's slots and queue."""
+
+    def test_every_pop_hashes_like_bucket_of_and_reads_the_map(self, tmp_path: Path) -> None:
+        config = load_config(None)
+        text = haproxy_cfg(config, layout(tmp_path))
+        for pop in config.pops:
+            assert f"frontend {pop.name}\n" in text
+            assert f"str({pop.name}/),concat(,txn.bucket,)" in text
+        assert text.count("url_param(user),url_dec(1),xxh32,mod(1024)") == len(config.pops)
+        assert text.count(f"map({tmp_path / 'routing.map'},us-east)") == len(config.pops)
+
+    def test_region_servers_carry_the_pool_capacity(self, tmp_path: Path) -> None:
+        text = haproxy_cfg(load_config(None), layout(tmp_path))
+        assert "backend web\n" in text and "backend sessions\n" in text
+        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 6 maxqueue 12" in text
+        assert "server us-east 127.0.0.1:9100 weight 100 maxconn 4 maxqueue 8" in text
+        # twice the longest web queue's drain time: 16 x 80 ms / 8 slots
+        assert queue_timeout_ms(load_config(None), "web") == 320
+        assert "timeout queue 320ms" in text
+
+    def test_boot_map_holds_every_bucket_of_every_pop(self) -> None:
+        config = load_config(None)
+        lines = routing_map(config).splitlines()
+        assert len(lines) == len(config.pops) * config.bucket_count
+        assert {line.split()[1] for line in lines} <= {r.name for r in config.regions}
+
+
+STAT = """# pxname,svname,stot,econ,eresp,hrsp_5xx,req_tot
+p1,FRONTEND,0,,,3,10
+web,east,4,2,0,1,
+web,west,3,0,0,0,
+web,BACKEND,9,2,0,3,9
+sessions,east,1,0,0,0,
+"""
+
+
+class TestStats:
+    """A refused request counts on its region (econ), a served one by its status."""
+
+    def test_parse_sums_services_per_region(self) -> None:
+        regions, pops = parse_stat(STAT, ["web", "sessions"], ["p1"])
+        assert regions == {"east": Counts(7, 3), "west": Counts(3, 0)}
+        assert pops == {"p1": Counts(10, 3)}
+
+    def test_window_differences(self) -> None:
+        window = StatsWindow(retention_s=60)
+        window.add(0.0, {"east": Counts(0, 0)})
+        window.add(5.0, {"east": Counts(10, 1)})
+        window.add(10.0, {"east": Counts(30, 2)})
+        assert window.over(5.0) == (5.0, {"east": Counts(20, 1)})
+        assert window.over(60.0) == (10.0, {"east": Counts(30, 2)})
+        assert StatsWindow(60).over(5.0) == (0.0, {})
+
+
+class TestServeOptions:
+    """``lab serve --data-plane`` refuses what it cannot do, in one line, before starting."""
+
+    def test_unknown_data_plane(self) -> None:
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+
+        result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "envoy"])
+        assert result.exit_code != 0
+        assert "--data-plane must be python or haproxy" in result.output
+
+    def test_haproxy_is_live_without_faults(self) -> None:
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+
+        for extra in (["--mode", "model"], ["--faults"]):
+            result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "haproxy", *extra])
+            assert result.exit_code != 0
+            assert "live traffic only" in result.output

@@ -1,0 +1,217 @@
+"""The lab's live traffic through a real HAProxy: routing, drains, capacity, isolation.
+
+Each test starts its own data plane (a backend process per region, then HAProxy, in a
+temp dir) and sends real HTTP requests to the PoP frontends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.lab.config import LabConfig
+from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from orchestrator.models import RoutingTable, RoutingWrite, ServiceWeightChange
+from orchestrator.policy.rebalance.buckets import bucket_of
+from orchestrator.processes import group_alive
+
+pytestmark = pytest.mark.server
+
+BUCKETS = 1024
+
+
+def lab_config(tiny_ms: float = 300, *, tiny: bool = True) -> LabConfig:
+    """Two quick regions and (``tiny``) a tiny one, one slot and one queue place, to
+    overflow: p2 sends all its users there. Without it, p2 is split like p1."""
+    quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
+    cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
+    regions: list[dict[str, Any]] = [
+        {"name": "east", "buildings": ["e1"], "services": {"web": quick, "cache": cache}},
+        {"name": "west", "buildings": ["w1"], "services": {"web": quick, "cache": cache}},
+    ]
+    rtt: dict[str, dict[str, float]] = {"east": {"west": 10}}
+    if tiny:
+        small = {"slots": 1, "service_time_ms": tiny_ms, "queue_limit": 1}
+        regions.append(
+            {"name": "tiny", "buildings": ["t1"], "services": {"web": small, "cache": cache}}
+        )
+        rtt = {"east": {"west": 10, "tiny": 10}, "west": {"tiny": 10}}
+    names = [r["name"] for r in regions]
+    return LabConfig.model_validate(
+        {
+            "bucket_count": BUCKETS,
+            "services": [
+                {"name": "web", "kind": "stateless", "depends_on": ["cache"], "demand_share": 1},
+                {"name": "cache", "kind": "stateless"},
+            ],
+            "regions": regions,
+            "inter_region_rtt_ms": rtt,
+            "pops": [
+                {"name": p, "demand_weight": 1, "rtt_ms": dict.fromkeys(names, 1.0)}
+                for p in ("p1", "p2")
+            ],
+            "initial_routing": {
+                "p1": {"east": 0.5, "west": 0.5},
+                "p2": {"tiny": 1.0} if tiny else {"east": 0.5, "west": 0.5},
+            },
+        }
+    )
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[HAProxyDataPlane]:
+    with HAProxyDataPlane(lab_config(), tmp_path) as running:
+        yield running
+
+
+async def edge(
+    client: httpx.AsyncClient, plane: HAProxyDataPlane, pop: str, user: str
+) -> httpx.Response:
+    return await client.get(f"{plane.pop_url(pop)}/edge/{pop}", params={"user": user})
+
+
+async def served(plane: HAProxyDataPlane, region: str) -> int:
+    """Requests the region's backend process answered (HAProxy's 503s never reach it)."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        rows = (await client.get(f"{plane.region_url(region)}/lab/served")).json()
+    return sum(r["count"] for r in rows)
+
+
+def of(table: RoutingTable, pop: str) -> list[str]:
+    """The PoP's bucket -> region list (the adapter always answers buckets)."""
+    assert table.buckets is not None
+    return table.buckets[pop]
+
+
+def users_routed(buckets: list[str], region: str, count: int) -> list[str]:
+    found: list[str] = []
+    i = 0
+    while len(found) < count:
+        user = f"user-{i}"
+        if buckets[bucket_of(user, BUCKETS)] == region:
+            found.append(user)
+        i += 1
+    return found
+
+
+class TestBuckets:
+    """HAProxy puts every user in the bucket bucket_of computes, and sends it to the region
+    the live map names for that bucket."""
+
+    async def test_haproxy_and_python_agree_on_every_user(self, plane: HAProxyDataPlane) -> None:
+        table = await plane.fleet().routing()
+        users = [f"user-{i}" for i in range(400)]
+        users += ["a b", "a+b", "ünïcödé", "x" * 40, "semi;colon", "slash/ed", "%41"]
+        seen: Counter[str] = Counter()
+        async with httpx.AsyncClient(timeout=10) as client:
+            for user in users:
+                answer = await edge(client, plane, "p1", user)
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                assert body["bucket"] == bucket_of(user, BUCKETS), user
+                assert body["region"] == of(table, "p1")[body["bucket"]], user
+                seen[body["region"]] += 1
+        assert set(seen) == {"east", "west"}
+
+    async def test_requests_follow_a_routing_write(self, plane: HAProxyDataPlane) -> None:
+        fleet = plane.fleet()
+        before = await fleet.routing()
+        write = RoutingWrite(fractions={"p1": {"west": 1.0}, "p2": {"tiny": 1.0}})
+        after = await fleet.write_routing(
+            write, if_match=before.version, idempotency_key="all-west"
+        )
+        assert set(of(after, "p1")) == {"west"}
+        async with httpx.AsyncClient(timeout=10) as client:
+            answers = [await edge(client, plane, "p1", f"user-{i}") for i in range(60)]
+        assert {a.json()["region"] for a in answers} == {"west"}
+
+
+class TestDrain:
+    """A drained server (``set server web/east state drain``, the adapter's weight 0) gets
+    no new request; its routed users are balanced over the other regions."""
+
+    async def test_drained_region_gets_no_new_requests(self, plane: HAProxyDataPlane) -> None:
+        fleet = plane.fleet()
+        east_users = users_routed(of(await fleet.routing(), "p1"), "east", 20)
+        drain = ServiceWeightChange(region="east", service="web", weight=0.0)
+        result = await fleet.set_service_weight(drain, idempotency_key="drain-east")
+        assert result.detail["commands"] == ["set server web/east state drain"]
+        before = await served(plane, "east")
+        async with httpx.AsyncClient(timeout=10) as client:
+            answers = [await edge(client, plane, "p1", u) for u in east_users]
+        assert all(a.status_code == 200 for a in answers)
+        assert {a.json()["routed"] for a in answers} == {"east"}
+        assert "east" not in {a.json()["region"] for a in answers}
+        assert await served(plane, "east") == before
+        restore = ServiceWeightChange(region="east", service="web", weight=1.0)
+        await fleet.set_service_weight(restore, idempotency_key="restore-east")
+        async with httpx.AsyncClient(timeout=10) as client:
+            back = [await edge(client, plane, "p1", u) for u in east_users]
+        assert {a.json()["region"] for a in back} == {"east"}
+
+
+class TestCapacity:
+    """Past a server's maxconn and its queue, HAProxy itself answers 503."""
+
+    async def test_full_queue_is_haproxys_503(self, tmp_path: Path) -> None:
+        # a one-second hold: the burst's eight requests all arrive while the first is served
+        with HAProxyDataPlane(lab_config(tiny_ms=1000), tmp_path) as plane:
+            await self.burst(plane)
+
+    async def burst(self, plane: HAProxyDataPlane) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = await asyncio.gather(
+                *(edge(client, plane, "p2", f"burst-{i}") for i in range(8))
+            )
+        codes = Counter(a.status_code for a in answers)
+        # one slot and one queue place: at most two are served, the rest refused
+        assert codes[503] >= 6
+        assert codes[200] >= 1
+        refused = [a for a in answers if a.status_code == 503]
+        assert all("No server is available" in a.text for a in refused)
+        assert await served(plane, "tiny") == codes[200]
+
+
+class TestIsolation:
+    """A region's backend is its own process: a stopped one costs another region nothing."""
+
+    async def test_sigstopped_region_costs_another_nothing(self, plane: HAProxyDataPlane) -> None:
+        buckets = await plane.fleet().routing()
+        east = users_routed(of(buckets, "p1"), "east", 3)
+        west = users_routed(of(buckets, "p1"), "west", 40)
+        stopped = plane.backends["east"].pid
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            async with httpx.AsyncClient(timeout=30) as client:
+                # requests stuck in the stopped region while the others are sent
+                stuck = [asyncio.create_task(edge(client, plane, "p1", u)) for u in east]
+                answers = [await edge(client, plane, "p1", u) for u in west]
+                assert not any(t.done() for t in stuck)
+                for task in stuck:
+                    task.cancel()
+                await asyncio.gather(*stuck, return_exceptions=True)
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+        assert [a.status_code for a in answers] == [200] * len(west)
+        assert {a.json()["region"] for a in answers} == {"west"}
+
+
+class TestStop:
+    """Stopping the data plane leaves no HAProxy and no backend behind."""
+
+    def test_stop_ends_every_process(self, tmp_path: Path) -> None:
+        plane = HAProxyDataPlane(lab_config(), tmp_path).start()
+        processes = [plane.haproxy, *plane.backends.values()]
+        plane.stop()
+        for process in processes:
+            assert process is not None
+            assert process.poll() is not None
+            assert not group_alive(process.pid)
