@@ -6,7 +6,6 @@ the traffic back and releases the hosts."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from orchestrator.contracts.training_supervisor import SupervisorInput, Supervis
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.reports import write_report
 from orchestrator.runbook.lint import load_runbook
+from testkit.lab import LabClock
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import roomy_config
 from tests.workflows.runbook.test_restore import visible
@@ -40,24 +40,10 @@ FAST = {"step_wait": "0.5s"}
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
 
 
-class LabClock:
-    """The lab's clock: real time, plus what the test skipped. The job is long enough
-    (STEPS of 10 ms) to outlast four runbooks on a loaded machine; once the last has run,
-    nothing is left to watch but its steps, so the test skips the lab to the job's end
-    instead of waiting for it (it used to: ~50 s of the test's ~80)."""
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.skipped
-
-    def skip(self, seconds: float) -> None:
-        self.skipped += seconds
-
-
 @pytest.fixture
 def lab_clock() -> LabClock:
+    """The job is long enough (STEPS of 10 ms) to outlast four runbooks on a loaded machine;
+    once the last has run, the test skips the lab to the job's end (it used to wait ~50 s)."""
     return LabClock()
 
 
