@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess as sp
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +24,7 @@ from orchestrator.lab.server import LabThread, build_app
 from orchestrator.waiting import exited, http_ok, wait_until
 from testkit.ports import free_port
 
-__all__ = ["ROOMY_RPS", "Mode", "RunningLab", "lab_config", "launch_lab"]
+__all__ = ["ROOMY_RPS", "LabClock", "Mode", "RunningLab", "lab_config", "launch_lab"]
 
 #: edge demand low enough that two regions take the third's load under 75%, so the drain
 #: capacity check lets a drain of any one region start (the default demand leaves no room)
@@ -86,6 +88,21 @@ def _wait_healthy(url: str, process: sp.Popen[bytes] | None, timeout_s: float = 
         raise RuntimeError(f"lab at {url} did not answer /healthz within {timeout_s:g}s")
 
 
+class LabClock:
+    """A model lab's clock: real time plus what a test skipped. A job in a model lab steps
+    on its lab's clock, and a test that has seen what it came for (the faults, moves and
+    recoveries) skips the lab to the job's end instead of waiting out the rest of its steps."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skipped
+
+    def skip(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
 def launch_lab(
     config: LabConfig | str | Path | None = None,
     *,
@@ -94,16 +111,22 @@ def launch_lab(
     token: str | None = None,
     seed: int | None = 0,
     subprocess: bool = False,
+    clock: Callable[[], float] | None = None,
 ) -> RunningLab:
-    """Start a lab and wait until /healthz answers. The caller must ``stop()`` it."""
+    """Start a lab and wait until /healthz answers. The caller must ``stop()`` it.
+    ``clock``: the fleet's time in model mode (a :class:`LabClock`); in-process labs only."""
     if not subprocess:
-        app = build_app(config, mode=mode, faults=faults, token=token, seed=seed)
+        app = build_app(
+            config, mode=mode, faults=faults, token=token, seed=seed, clock=clock or time.time
+        )
         thread = LabThread(app).start()
         lab = RunningLab(thread.url, mode, faults, token, app.state.runtime, _thread=thread)
         _wait_healthy(lab.url, None)
         return lab
     if isinstance(config, LabConfig):
         raise TypeError("a subprocess lab takes a config file path, not a LabConfig")
+    if clock is not None:
+        raise TypeError("a subprocess lab runs on its own clock")
     port = free_port()
     command = [
         sys.executable,

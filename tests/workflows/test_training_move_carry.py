@@ -22,6 +22,7 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorState,
     WatchMode,
 )
+from testkit.lab import LabClock
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.training_support import (
@@ -41,8 +42,12 @@ class TestMoveAcrossContinueAsNew:
     async def test_request_id_answers_after_continue_as_new(
         self, dev_env: WorkflowEnvironment, start_lab: LabFactory, make_worker: WorkerFactory
     ) -> None:
+        clock = LabClock()
         lab = await start_lab(
-            training_config(step_ms=10.0, total_steps=1500), mode="model", faults=True
+            training_config(step_ms=10.0, total_steps=1500),
+            mode="model",
+            faults=True,
+            clock=clock,
         )
         fleet = lab.fleet()
         ctx = registry.ActivityContext(
@@ -82,6 +87,8 @@ class TestMoveAcrossContinueAsNew:
             )
             assert (await latest.describe()).run_id != first_run
             assert again == moved and (await job_view(fleet)).runs == runs
+            # all it came for is seen: skip the lab past the job's last step
+            clock.skip(1500 * 10.0 / 1000.0)
             final = await handle.result()
 
         assert moved.outcome is MoveOutcome.MOVED and moved.lost_steps == 0

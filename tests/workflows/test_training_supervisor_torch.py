@@ -10,6 +10,7 @@ with the parameters of an uninterrupted run, bit for bit.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,8 +50,22 @@ STEPS = 60
 SEED = 11
 
 
+#: the uninterrupted run's digest, once per process: it is deterministic (that is what the
+#: tests check), and this file and test_training_supervisor_torch_moves.py, which share it,
+#: are queued on one xdist worker (tests/fixtures/ordering.py): a second run of four ranks
+#: would only cost CPU
+_DIGEST: list[str] = []
+
+
 def uninterrupted_digest(workdir: Path) -> str:
     """The same job (seed, hosts, steps) run straight through, outside the lab."""
+    if not _DIGEST:
+        _DIGEST.append(_run_uninterrupted(workdir))
+    return _DIGEST[0]
+
+
+def _run_uninterrupted(workdir: Path) -> str:
+    started = time.monotonic()
     job = TorchJob.start(
         parse_args(
             [
@@ -69,6 +84,7 @@ def uninterrupted_digest(workdir: Path) -> str:
         job.kill()
     progress = job.progress()
     assert progress is not None
+    print(f"uninterrupted run: {time.monotonic() - started:.1f} s")
     return progress.params_digest
 
 

@@ -21,6 +21,7 @@ from orchestrator.contracts.training_supervisor import SupervisorInput, Supervis
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.reports import write_report
 from orchestrator.runbook.lint import load_runbook
+from testkit.lab import LabClock
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import roomy_config
 from tests.workflows.runbook.test_restore import visible
@@ -34,17 +35,25 @@ from workflows.runbook import RunbookWorkflow
 
 RUNBOOKS = Path(__file__).resolve().parents[3] / "runbooks"
 STEPS = 8000
+STEP_MS = 10.0
 FAST = {"step_wait": "0.5s"}
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
 
 
 @pytest.fixture
-def model_lab() -> Iterator[LabThread]:
-    """The roomy model lab with a training job (analytic steps: no processes)."""
+def lab_clock() -> LabClock:
+    """The job is long enough (STEPS of 10 ms) to outlast four runbooks on a loaded machine;
+    once the last has run, the test skips the lab to the job's end (it used to wait ~50 s)."""
+    return LabClock()
+
+
+@pytest.fixture
+def model_lab(lab_clock: LabClock) -> Iterator[LabThread]:
+    """The roomy model lab with a training job (analytic steps on ``lab_clock``)."""
     config = roomy_config().model_copy(
-        update={"training": training_config(total_steps=STEPS, step_ms=10.0).training}
+        update={"training": training_config(total_steps=STEPS, step_ms=STEP_MS).training}
     )
-    with LabThread(build_app(config, mode="model", faults=True)) as lab:
+    with LabThread(build_app(config, mode="model", faults=True, clock=lab_clock)) as lab:
         yield lab
 
 
@@ -87,7 +96,11 @@ class TestBuildingRunbooks:
     job, the run says what was lost, and the traffic moves; the job finishes."""
 
     async def test_maintenance_then_loss(
-        self, stack: Stack, balanced: dict[str, dict[str, float]], tmp_path: Path
+        self,
+        stack: Stack,
+        balanced: dict[str, dict[str, float]],
+        lab_clock: LabClock,
+        tmp_path: Path,
     ) -> None:
         await end_earlier_supervisor(stack.client)
         supervisor = await start_supervisor(
@@ -148,6 +161,8 @@ class TestBuildingRunbooks:
         back = await run(stack, "building-restore", building=dark)
         assert back.outcome == "completed", back.events
 
+        # whatever step the job is at, STEPS steps' time later it has finished
+        lab_clock.skip(STEPS * STEP_MS / 1000.0)
         final = await supervisor.result()
         assert final.state == "finished" and final.step == STEPS
         # the planned move lost nothing; after the loss the supervisor had already moved the
