@@ -214,6 +214,8 @@ async def drive(
         failures_per_run=failures_per_run,
         keep_failures=keep_failures,
         crash_loop_limit=crash_loop_limit,
+        # a checkpoint is passed over one no-progress resume before the halt (3 and 2 by default)
+        max_failed_resumes=max(1, crash_loop_limit - 1),
         checkpoint_write_s=job.checkpoint_write_s,
         checkpoint_interval_s=job.interval_s,
     )
@@ -272,6 +274,7 @@ async def drive(
         "confirm_poll_s": confirm_poll_s,
         "failures_per_run": failures_per_run,
         "crash_loop_limit": crash_loop_limit,
+        "max_failed_resumes": max(1, crash_loop_limit - 1),
         "keep_failures": keep_failures,
         "trace_failures": len(trace.failures_s),
         "trace_gpu_failures": sum(k == "gpu" for k in trace.kinds),
