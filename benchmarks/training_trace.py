@@ -355,6 +355,8 @@ def summary(run: dict[str, Any]) -> list[Claim]:
         job += f", failures of {run['gpus_modelled']:,} GPUs"
     if run["interval_s"] != 1800:
         job += f", Δt {run['interval_s']:g} s"
+    if run.get("crash_loop_limit", DEFAULT_CRASH_LOOP_LIMIT) != DEFAULT_CRASH_LOOP_LIMIT:
+        job += f", crash-loop limit {run['crash_loop_limit']}"
     return [
         claim(
             f"supervisor workflow's ETTR vs the simulation ({job}, w = {run['cost_s']:g} s)",
