@@ -68,6 +68,7 @@ from orchestrator.lab.training.trace import (
     activity_clock,
     trace_from_simulation,
 )
+from orchestrator.policy.training.crashloop import DEFAULT_CRASH_LOOP_LIMIT, crash_loop_limit_for
 from orchestrator.policy.training.ettr import FailureModel, rate_from_interruptions
 from orchestrator.policy.training.ettr_sim import SimulationParams, simulate_trace
 from orchestrator.temporal import binary_path, data_converter, register_search_attributes
@@ -173,6 +174,7 @@ async def drive(
     failures_per_run: int = 25,
     keep_failures: int = 30,
     model_gpus: int = LLAMA3.gpus,
+    crash_loop_limit: int | None = DEFAULT_CRASH_LOOP_LIMIT,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run the supervisor through the trace for ``days`` (failures of ``model_gpus`` at
@@ -186,6 +188,14 @@ async def drive(
         cost_s=params.cost_s,
         restart_s=params.restart_s,
     )
+    if crash_loop_limit is None:
+        # sized to the trace's failure rate, as an operator would: see crash_loop_limit_for
+        crash_loop_limit = crash_loop_limit_for(
+            mtbf_s=params.failures.mtbf_s,
+            interval_s=params.interval_s,
+            restart_s=params.restart_s + poll_s / 2 + confirm_poll_s,
+            failures=params.horizon_s / params.failures.mtbf_s,
+        )
     shape = fleet_shape(job.hosts, buildings, spares)
     fleet = TraceFleet(job, trace, clock=activity_clock(), **shape)
     acts = TrainingActivities(fleet, clock=fleet.now)
@@ -203,6 +213,9 @@ async def drive(
         watch_mode=WatchMode.RETRY,
         failures_per_run=failures_per_run,
         keep_failures=keep_failures,
+        crash_loop_limit=crash_loop_limit,
+        # a checkpoint is passed over one no-progress resume before the halt (3 and 2 by default)
+        max_failed_resumes=max(1, crash_loop_limit - 1),
         checkpoint_write_s=job.checkpoint_write_s,
         checkpoint_interval_s=job.interval_s,
     )
@@ -260,6 +273,8 @@ async def drive(
         "poll_s": poll_s,
         "confirm_poll_s": confirm_poll_s,
         "failures_per_run": failures_per_run,
+        "crash_loop_limit": crash_loop_limit,
+        "max_failed_resumes": max(1, crash_loop_limit - 1),
         "keep_failures": keep_failures,
         "trace_failures": len(trace.failures_s),
         "trace_gpu_failures": sum(k == "gpu" for k in trace.kinds),
@@ -340,6 +355,8 @@ def summary(run: dict[str, Any]) -> list[Claim]:
         job += f", failures of {run['gpus_modelled']:,} GPUs"
     if run["interval_s"] != 1800:
         job += f", Δt {run['interval_s']:g} s"
+    if run.get("crash_loop_limit", DEFAULT_CRASH_LOOP_LIMIT) != DEFAULT_CRASH_LOOP_LIMIT:
+        job += f", crash-loop limit {run['crash_loop_limit']}"
     return [
         claim(
             f"supervisor workflow's ETTR vs the simulation ({job}, w = {run['cost_s']:g} s)",
@@ -397,6 +414,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             poll_s=args.poll,
             confirm_poll_s=args.confirm_poll,
             model_gpus=args.model_gpus or args.hosts * 8,
+            crash_loop_limit=None
+            if args.crash_loop_limit == "auto"
+            else int(args.crash_loop_limit),
             progress=True,
         )
     finally:
@@ -425,8 +445,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--confirm-poll", type=float, default=BENCH_CONFIRM_POLL_S, help="restart poll, s"
     )
+    parser.add_argument(
+        "--crash-loop-limit",
+        default=str(DEFAULT_CRASH_LOOP_LIMIT),
+        help="recoveries without progress before the supervisor halts, or 'auto': sized "
+        "to the trace's failure rate (crash_loop_limit_for)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.crash_loop_limit != "auto" and not args.crash_loop_limit.isdigit():
+        parser.error("--crash-loop-limit: a positive whole number or 'auto'")
     if args.days is None:
         args.days = 7.0 if args.quick else DAYS
     run = asyncio.run(_main(args))
@@ -455,6 +483,8 @@ def run_key(run: dict[str, Any]) -> str:
         key += f"@{run['gpus_modelled']}"
     if run["interval_s"] != 1800:
         key += f"@{run['interval_s']:g}s"
+    if run.get("crash_loop_limit", DEFAULT_CRASH_LOOP_LIMIT) != DEFAULT_CRASH_LOOP_LIMIT:
+        key += f"@limit{run['crash_loop_limit']}"
     return key
 
 

@@ -112,7 +112,9 @@ class TrainingRecoveryWorkflow:
         spec = next(j.spec for j in view.cluster.jobs if j.spec.name == job)
         try:
             choice = choose_checkpoint(
-                view.checkpoints.checkpoints, failed_resumes=inp.failed_resumes
+                view.checkpoints.checkpoints,
+                failed_resumes=inp.failed_resumes,
+                max_failed_resumes=inp.max_failed_resumes,
             )
             placement = place_job(
                 spec,

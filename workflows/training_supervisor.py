@@ -202,6 +202,7 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
                         bad_hosts=watch.bad_hosts,
                         quarantine=inp.quarantine,
                         failed_resumes=inp.failed_resumes,
+                        max_failed_resumes=inp.max_failed_resumes,
                         key_prefix=f"{workflow.info().workflow_id}/failure-{number}",
                         confirm_timeout_s=inp.confirm_timeout_s,
                         hang_after_s=inp.hang_after_s,

@@ -25,7 +25,15 @@ def supervise(
     job: str = typer.Argument(..., help="The training job to supervise."),
     hang_after_s: float = typer.Option(1.5, help="Heartbeat silence that means hung, seconds."),
     poll_s: float = typer.Option(0.2, help="How often the watcher reads the fleet, seconds."),
-    crash_loop_limit: int = typer.Option(3, help="Recoveries without progress before halting."),
+    crash_loop_limit: int = typer.Option(
+        3,
+        min=1,
+        help="Recoveries without progress before halting (at high failure rates size it: "
+        "docs/deploying.md).",
+    ),
+    max_failed_resumes: int = typer.Option(
+        2, min=1, help="Resumes from one checkpoint without progress before an older one."
+    ),
     checkpoint_write_s: float = typer.Option(
         0.0, help="The trainer's blocking write per checkpoint, seconds (taken out of ETTR)."
     ),
@@ -42,6 +50,7 @@ def supervise(
             hang_after_s=hang_after_s,
             poll_s=poll_s,
             crash_loop_limit=crash_loop_limit,
+            max_failed_resumes=max_failed_resumes,
             checkpoint_write_s=checkpoint_write_s,
             checkpoint_interval_s=checkpoint_interval_s,
         )

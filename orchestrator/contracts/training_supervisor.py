@@ -148,6 +148,9 @@ class SupervisorInput(StrictModel):
     #: how often a restart's progress is read (None: ``poll_s``)
     confirm_poll_s: float | None = Field(default=None, gt=0)
     crash_loop_limit: int = Field(default=3, ge=1)
+    #: resumes from one checkpoint that made no progress before it is passed over for an
+    #: older one; size it with the limit at high failure rates (crash_loop_limit_for)
+    max_failed_resumes: int = Field(default=2, ge=1)
     #: continue-as-new after this many failures (history stays short)
     failures_per_run: int = Field(default=25, ge=1)
     #: failure records carried in full across continue-as-new; older ones are folded
@@ -181,6 +184,7 @@ class RecoveryInput(StrictModel):
     bad_hosts: HostList = Field(default_factory=list)
     quarantine: list[QuarantineRecord] = Field(default_factory=list)
     failed_resumes: dict[int, int] = Field(default_factory=dict)
+    max_failed_resumes: int = Field(default=2, ge=1)
     #: every fleet mutation's key starts with this (supervisor id + failure number)
     key_prefix: str = Field(min_length=1)
     confirm_timeout_s: float = Field(gt=0)

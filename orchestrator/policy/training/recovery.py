@@ -18,7 +18,9 @@ from orchestrator.policy.training.checkpoints import choose_checkpoint, verify_c
 from orchestrator.policy.training.crashloop import (
     DEFAULT_CRASH_LOOP_LIMIT,
     crash_loop_decision,
+    crash_loop_limit_for,
     made_progress,
+    no_progress_chance,
 )
 from orchestrator.policy.training.ettr import FailureModel, IntervalAdvice, advise_interval
 from orchestrator.policy.training.models import (
@@ -70,9 +72,11 @@ __all__ = [
     "choose_checkpoint",
     "cooldown_for",
     "crash_loop_decision",
+    "crash_loop_limit_for",
     "due_for_release",
     "exclusion_reason",
     "made_progress",
+    "no_progress_chance",
     "place_job",
     "quarantine_host",
     "quarantined_hosts",
