@@ -38,29 +38,14 @@ lock:
 # about half the time of one. A file stays on one worker (its module fixtures start once), and
 # files start longest first (tests/fixtures/ordering.py). TEST_WORKERS=0 runs in one process.
 # Tests marked solo judge real-time physics (the README path's load test finds a capacity
-# within 10%): a lab starved of CPU is slower, and they would measure that. They used to run
-# afterwards, alone, adding ~400 s; now they run beside the rest, which runs at a lower CPU
-# priority (nice TEST_NICE), so the kernel gives the solo tests' processes (a lab, Locust, a
-# worker, a server: under one core together) the CPU they ask for first. Their output is
-# printed when both runs end. With PYTEST_ARGS naming other tests, a run finding none
-# (pytest's exit 5) is not a failure; without, it is.
+# within 10%), so they run afterwards, alone. With PYTEST_ARGS naming other tests, that second
+# run finding none (pytest's exit 5) is not a failure; without, it is.
 TEST_WORKERS ?= 4
-TEST_NICE ?= 10
 test: $(STAMP)
 	scripts/install-system-deps.sh
-	@solo_log=$$(mktemp); \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m solo $(PYTEST_ARGS) >$$solo_log 2>&1 & solo=$$!; \
-	trap 'kill $$solo 2>/dev/null; rm -f $$solo_log' EXIT; trap 'exit 130' INT TERM; \
-	echo "solo tests running beside the rest (pid $$solo); their output comes at the end"; \
-	nice -n $(TEST_NICE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
-	  --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS); rc=$$?; \
-	wait $$solo; solo_rc=$$?; \
-	echo "== solo tests (-m solo), run beside the rest:"; cat $$solo_log; \
-	if [ -n "$(PYTEST_ARGS)" ]; then \
-	  [ $$rc -eq 5 ] && [ $$solo_rc -ne 5 ] && rc=0; \
-	  [ $$solo_rc -eq 5 ] && [ $$rc -ne 5 ] && solo_rc=0; \
-	fi; \
-	[ $$rc -ne 0 ] && exit $$rc; exit $$solo_rc
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  -m "not solo" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && [ -n "$(PYTEST_ARGS)" ] || exit $$rc; }
 
 # Everything that needs no server process (tests/fixtures/tiers.py marks the rest by fixture).
 test-fast: $(STAMP)

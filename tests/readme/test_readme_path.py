@@ -291,7 +291,7 @@ class TestReadmePath:
         assert readme_commands() == TYPED
 
     @pytest.mark.slow
-    @pytest.mark.solo  # judges the lab's real-time physics: its processes get the CPU first
+    @pytest.mark.solo  # judges the lab's real-time physics: nothing else may take its CPU
     @pytest.mark.timeout(1200)
     def test_drain_undrain_loadtest(self, session: Session) -> None:
         fleet = Fleet(session.lab_url)
