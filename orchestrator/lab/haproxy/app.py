@@ -153,10 +153,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
 
     @v1.get("/routing", response_model=RoutingTable)
     async def routing(buckets: bool | None = None) -> JSONResponse:
-        table = await plane.fleet().routing()
-        if buckets is False:
-            table = table.model_copy(update={"buckets": None})
-        return JSONResponse(table.model_dump(mode="json"), headers={"ETag": str(table.version)})
+        return _routing_response(await plane.fleet().routing(), buckets)
 
     @v1.put("/routing", response_model=RoutingTable)
     async def write_routing(
@@ -174,9 +171,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
         table = await plane.fleet().write_routing(
             write, if_match=int(match.group(1)), idempotency_key=key
         )
-        if buckets is False:
-            table = table.model_copy(update={"buckets": None})
-        return JSONResponse(table.model_dump(mode="json"), headers={"ETag": str(table.version)})
+        return _routing_response(table, buckets)
 
     @v1.post("/actions/service-weight", response_model=MutationResult)
     async def service_weight(
@@ -299,3 +294,10 @@ async def _health(
         services=services,
         pops=pop_health,
     )
+
+
+def _routing_response(table: RoutingTable, buckets: bool | None) -> JSONResponse:
+    """The table (without its buckets when asked) with its version as the ETag."""
+    if buckets is False:
+        table = table.model_copy(update={"buckets": None})
+    return JSONResponse(table.model_dump(mode="json"), headers={"ETag": str(table.version)})
