@@ -185,8 +185,13 @@ class TemporalRunStarter:
         self, runbook: str, parameters: Mapping[str, Any], region: str | None, since: datetime
     ) -> datetime | None:
         # Only runs inside the window matter, so the query stays small however long
-        # the runbook's history is (SQL visibility cannot ORDER BY).
-        query = f'Runbook = "{runbook}" AND StartTime >= "{since.isoformat()}"'
+        # the runbook's history is (SQL visibility cannot ORDER BY). Only runs on this
+        # starter's task queue: a namespace shared by two deployments (staging and prod
+        # workers on their own queues) must not let one's run hold back the other's.
+        query = (
+            f'Runbook = "{runbook}" AND TaskQueue = "{self._task_queue}"'
+            f' AND StartTime >= "{since.isoformat()}"'
+        )
         newest: datetime | None = None
         try:
             async for execution in self._client.list_workflows(query, limit=1000):

@@ -80,7 +80,10 @@ class TestPowerLossToBuildingLoss:
                     async with lab.http() as http:
                         lost = await http.post(f"/lab/buildings/{BUILDING}/power-loss")
                         assert lost.status_code == 200, lost.text
-                    query = 'Runbook = "building-loss"'
+                    # The shipped runbook's name is not unique to this test: another file on
+                    # this worker's dev server may have run building-loss (for another
+                    # building) before; only runs started on this test's queue are its own.
+                    query = f'Runbook = "building-loss" AND TaskQueue = "{queue}"'
 
                     async def started() -> int:
                         return (await client.count_workflows(query)).count

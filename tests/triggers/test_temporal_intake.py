@@ -8,6 +8,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from orchestrator.contracts.runbook import RunbookReport, RunbookStatus
 from orchestrator.temporal import REGION, RUN_KIND, RUNBOOK
+from orchestrator.triggers.starter import TemporalRunStarter
 from tests.triggers.conftest import (
     AUTH,
     TemporalStack,
@@ -118,7 +119,7 @@ class TestRunLifecycle:
 
 class TestCooldownAcrossRestart:
     """A new server process learns the last start of a runbook with these parameters from
-    Temporal's visibility; other parameters are not held back."""
+    Temporal's visibility; other parameters, and other task queues' runs, are not held back."""
 
     async def test_new_server_honours_the_cooldown(
         self, temporal_stack: TemporalStack, unique: str
@@ -149,6 +150,21 @@ class TestCooldownAcrossRestart:
         assert held["outcome"] == "ignored"
         assert held["reason"].startswith("cooldown:")
         assert other.json()["results"][0]["outcome"] == "started"
+
+        # Another deployment in the namespace (its workers on their own queue) is not held
+        # back by this queue's run: its start is not waiting behind a cooldown it never had.
+        elsewhere = TemporalRunStarter(temporal_stack.client, f"other-{unique}")
+        async with asgi_client(make_app([rb], elsewhere)) as http:
+            theirs = await http.post(
+                URL,
+                json=notification(alert(region="eu-west"), group_key=f"d-{unique}"),
+                headers=AUTH,
+            )
+        started_elsewhere = theirs.json()["results"][0]
+        assert started_elsewhere["outcome"] == "started", started_elsewhere
+        await temporal_stack.client.get_workflow_handle(started_elsewhere["workflow_id"]).terminate(
+            "no worker polls this queue"
+        )
         await finish(temporal_stack.client, first.json()["results"][0]["workflow_id"])
         await finish(temporal_stack.client, other.json()["results"][0]["workflow_id"])
 
