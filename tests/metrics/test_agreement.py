@@ -5,17 +5,26 @@ Tolerances (stated, not tuned): error rate within 0.01 absolute (a ratio of two
 increases: the extrapolation cancels); p99 within the width of the histogram bucket
 holding the lab's exact p99 (histogram_quantile interpolates inside a bucket); request
 count within 10% (increase() extrapolates up to half a scrape interval at the end).
+
+Both reads cover every request: the window reaches back past Prometheus's scrape of the
+zeroed counters, and the lab keeps samples long enough. With a fixed 60 s window, traffic
+slowed by a loaded machine ran longer than it, and the lab's window (read first) and
+Prometheus's (read after the last scrape) each dropped a different share of the early
+requests: p99 609 against 431 ms in one CI run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import math
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from orchestrator.lab.config import load_config as load_lab_config
 from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
 from orchestrator.promhealth import LAB_QUERIES, PrometheusHealth, load_config
@@ -30,7 +39,8 @@ QUERIES = LAB_QUERIES
 #: its 2nd and 3rd slowest requests, which lay buckets apart, and histogram_quantile (rank
 #: 0.99 n, in the bucket of the 2nd) and np.percentile (between the two) differed by 194 ms
 REQUESTS = 3000
-WINDOW_S = 60.0
+#: samples the lab keeps: more than the traffic and the scrapes take on a loaded machine
+RETENTION_S = 600.0
 
 
 def bucket_width(value_s: float) -> float:
@@ -55,7 +65,9 @@ async def scraped(http: httpx.AsyncClient, prom: str, total: int) -> None:
 
 
 async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Path) -> None:
-    lab = await start_lab(mode="live", faults=True)
+    config = load_lab_config(None)
+    metrics = config.metrics.model_copy(update={"retention_s": RETENTION_S})
+    lab = await start_lab(config.model_copy(update={"metrics": metrics}), mode="live", faults=True)
     async with (
         lab.http() as http,
         prometheus(tmp_path, lab.url.removeprefix("http://")) as prom,
@@ -63,6 +75,7 @@ async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Pa
     ):
         # counters exported at zero are scraped before the first request
         await scraped(promhttp, prom, 0)
+        zero_scraped = time.monotonic()
         regions = [r["region"] for r in (await http.get("/v1/health")).json()["regions"]]
         faults = {"error_rate": dict.fromkeys(regions, 0.1)}
         assert (await http.post("/lab/faults", json=faults)).status_code == 200
@@ -73,18 +86,21 @@ async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Pa
                 await http.get("/edge/nyc", params={"user": f"u-{i}"})
 
         await asyncio.gather(*(one(i) for i in range(REQUESTS)))
-        lab_report = HealthReport.model_validate(
-            (await http.get("/v1/health", params={"window_s": WINDOW_S})).json()
-        )
         await scraped(promhttp, prom, REQUESTS)
-        config = load_config(QUERIES).model_copy(update={"url": prom})
-        source = PrometheusHealth(config)
+        # back past the zero scrape, with room for the two reads' few seconds apart
+        window_s = math.ceil(time.monotonic() - zero_scraped) + 10
+        assert window_s < RETENTION_S, f"traffic took {window_s} s"
+        lab_report = HealthReport.model_validate(
+            (await http.get("/v1/health", params={"window_s": window_s})).json()
+        )
+        queries = load_config(QUERIES).model_copy(update={"url": prom})
+        source = PrometheusHealth(queries)
         try:
-            prom_report = await source.health(WINDOW_S)
+            prom_report = await source.health(window_s)
         finally:
             await source.aclose()
     served = [r for r in lab_report.regions if r.samples]
-    assert served
+    assert sum(r.samples or 0 for r in served) == REQUESTS  # the lab's read saw every request
     for lab_region in served:
         from_prom = prom_report.region(lab_region.region)
         assert lab_region.error_rate is not None and lab_region.p99_ms is not None
