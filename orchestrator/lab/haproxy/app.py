@@ -200,6 +200,12 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
             "data_plane": "haproxy",
             "pops": {p: plane.pop_url(p) for p in pops},
             "haproxy_metrics": plane.metrics_url,
+            # what a Prometheus scrapes for ORCHESTRATOR_HEALTH=prometheus with
+            # orchestrator/promhealth/haproxy-lab-queries.yaml (every target serves /metrics)
+            "prometheus": {
+                "targets": plane.layout.scrape_targets(),
+                "config": str(plane.layout.prometheus_path),
+            },
             "pids": {
                 "haproxy": plane.haproxy.pid if plane.haproxy else None,
                 **{r: p.pid for r, p in plane.backends.items()},
