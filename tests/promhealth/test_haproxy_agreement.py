@@ -3,7 +3,8 @@ gives, through haproxy-lab-queries.yaml, the lab's own health read (``GET /v1/he
 HAProxy's ``show stat`` counters and the backends' latency).
 
 p2 sends its users to a region of one slot and one queue place, so HAProxy itself refuses
-most of them (503, never reaching a backend): the error rates compared include HAProxy's own.
+most of them (503, never reaching a backend): the error rates compared, per region, PoP and
+front service pool, include HAProxy's own.
 Tolerances as in tests/metrics/test_agreement.py (stated, not tuned): error rate within 0.01
 absolute, request counts within 10% (``increase()`` extrapolates), p99 within the width of the
 histogram bucket holding the lab's p99, for regions with at least DENSE successes (with
@@ -119,6 +120,19 @@ async def test_promql_agrees_with_the_haproxy_labs_health(tmp_path: Path) -> Non
         if successes >= DENSE:
             width_ms = 1000 * bucket_width(ours.p99_ms / 1000)
             assert abs(theirs.p99_ms - ours.p99_ms) <= width_ms, (ours, theirs)
+    # per pool: web's counts are its HAProxy server's (refusals included), cache's the backend's
+    pools = [s for s in lab_report.services if s.samples]
+    assert {(s.region, s.service) for s in pools} >= {("tiny", "web"), ("east", "cache")}
+    for ours in pools:
+        [theirs] = [
+            s for s in prom_report.services if (s.region, s.service) == (ours.region, ours.service)
+        ]
+        assert ours.error_rate is not None and theirs.error_rate is not None
+        assert abs(theirs.error_rate - ours.error_rate) <= 0.01, (ours, theirs)
+        assert theirs.samples is not None
+        assert abs(theirs.samples - ours.samples) <= 0.1 * ours.samples, (ours, theirs)
+    [tiny_web] = [s for s in prom_report.services if (s.region, s.service) == ("tiny", "web")]
+    assert tiny_web.error_rate is not None and tiny_web.error_rate > 0.5, tiny_web
     tiny = prom_report.region("tiny")
     assert tiny.error_rate is not None and tiny.error_rate > 0.5, tiny
     # a served request mostly waited a whole service time for the one slot

@@ -37,6 +37,9 @@ async def test_latency_counts_the_wait_in_haproxys_queue(tmp_path: Path) -> None
     assert tiny.samples == 8 and tiny.p50_ms is not None and tiny.p99_ms is not None
     assert tiny.p50_ms >= TINY_MS
     assert tiny.p99_ms >= 1.8 * TINY_MS, tiny
+    # the web pool's latency too: queued for its slot, then held (the lab's pool latency)
+    [web] = [s for s in view["services"] if s["service"] == "web"]
+    assert web["p99_ms"] >= 1.8 * TINY_MS, web
     # the exported histogram holds the same requests: four of them past 1.5 service times
     assert 'lab_region_request_duration_seconds_count{region="tiny"} 8.0' in text
     assert 'lab_region_request_duration_seconds_bucket{le="0.3",region="tiny"} 4.0' in text
