@@ -105,6 +105,12 @@ def _serve_haproxy(
                 f"lab (live, HAProxy data plane) fleet API on http://{host}:{port}; PoPs: {pops}",
                 highlight=False,
             )
+            console.print(
+                f"Prometheus: scrape config {plane.layout.prometheus_path} (HAProxy "
+                f"{plane.metrics_url}, region backends' /metrics); health queries for it: "
+                "orchestrator/promhealth/haproxy-lab-queries.yaml",
+                highlight=False,
+            )
             # uvicorn re-raises the SIGTERM/SIGINT it stopped on; as KeyboardInterrupt
             # here, so HAProxy and the backends are stopped before this process ends.
             with interrupt_on_signals(), contextlib.suppress(KeyboardInterrupt):

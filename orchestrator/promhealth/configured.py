@@ -19,10 +19,12 @@ from orchestrator.promhealth.config import PromHealthConfig, load_config
 from orchestrator.promhealth.fleet import with_health_source
 from orchestrator.promhealth.source import PrometheusHealth
 
-__all__ = ["LAB_QUERIES", "fleet_from_settings", "health_config"]
+__all__ = ["HAPROXY_LAB_QUERIES", "LAB_QUERIES", "fleet_from_settings", "health_config"]
 
 #: queries for services exporting the lab's counters and histograms
 LAB_QUERIES = Path(__file__).with_name("lab-queries.yaml")
+#: queries for the lab behind HAProxy: HAProxy's exporter and the region backends' histograms
+HAPROXY_LAB_QUERIES = Path(__file__).with_name("haproxy-lab-queries.yaml")
 
 
 def health_config(settings: Settings) -> PromHealthConfig:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -123,20 +124,21 @@ PROMETHEUS = Path("/usr/bin/prometheus")
 @contextlib.asynccontextmanager
 async def prometheus(
     tmp: Path,
-    target: str,
+    target: str | Sequence[str],
     *,
     rules: str = "",
     alertmanager_url: str | None = None,
     query_log: Path | None = None,
 ) -> AsyncIterator[str]:
-    """A real Prometheus scraping ``target`` (host:port) and evaluating ``rules`` every
+    """A real Prometheus scraping ``target`` (host:port, or several) and evaluating ``rules`` every
     second, sending alerts to ``alertmanager_url``, logging every query it answers to
     ``query_log`` (JSON lines); yields its base URL."""
+    targets = [target] if isinstance(target, str) else list(target)
     log = f", query_log_file: {query_log}" if query_log else ""
     config = [
         f"global: {{scrape_interval: 1s, evaluation_interval: 1s{log}}}",
         "scrape_configs:",
-        f'  - {{job_name: lab, static_configs: [{{targets: ["{target}"]}}]}}',
+        f"  - {{job_name: lab, static_configs: [{{targets: {json.dumps(targets)}}}]}}",
     ]
     if rules:
         (tmp / "rules.yml").write_text(rules)

@@ -34,7 +34,7 @@ from orchestrator.exceptions import (
 )
 from orchestrator.lab.errors import ApiError, invalid, rejected
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
-from orchestrator.lab.haproxy.stats import Counts, StatsWindow, parse_stat
+from orchestrator.lab.haproxy.stats import Counters, Counts
 from orchestrator.logging import get_logger
 from orchestrator.models import (
     HealthReport,
@@ -92,15 +92,11 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     config = plane.config
     front = [s.name for s in config.front_services]
     pops = [p.name for p in config.pops]
-    counters = StatsWindow(config.metrics.retention_s)
-    pop_counters = StatsWindow(config.metrics.retention_s)
+    counters = Counters(config.metrics.retention_s, front, pops)
 
     async def sample() -> None:
         text = await plane.fleet().runtime.command("show stat")
-        regions, by_pop = parse_stat(text, front, pops)
-        now = time.monotonic()
-        counters.add(now, regions)
-        pop_counters.add(now, by_pop)
+        counters.add(time.monotonic(), text)
 
     async def sampler() -> None:
         while True:
@@ -186,7 +182,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
         if window > config.metrics.retention_s:
             raise invalid("window_s", f"must be within (0, {config.metrics.retention_s:g}] seconds")
         await sample()  # the newest counters, not up to a second old
-        return await _health(plane, counters, pop_counters, window)
+        return await _health(plane, counters, window)
 
     for path, what in NOT_CARRIED.items():
         _refuse(v1, path, what)
@@ -200,6 +196,12 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
             "data_plane": "haproxy",
             "pops": {p: plane.pop_url(p) for p in pops},
             "haproxy_metrics": plane.metrics_url,
+            # what a Prometheus scrapes for ORCHESTRATOR_HEALTH=prometheus with
+            # orchestrator/promhealth/haproxy-lab-queries.yaml (every target serves /metrics)
+            "prometheus": {
+                "targets": plane.layout.scrape_targets(),
+                "config": str(plane.layout.prometheus_path),
+            },
             "pids": {
                 "haproxy": plane.haproxy.pid if plane.haproxy else None,
                 **{r: p.pid for r, p in plane.backends.items()},
@@ -234,11 +236,10 @@ def _refuse(router: APIRouter, path: str, what: str) -> None:
     getattr(router, method)(f"/{path}", name=f"refused {path}")(refuse)
 
 
-async def _health(
-    plane: HAProxyDataPlane, counters: StatsWindow, pop_counters: StatsWindow, window: float
-) -> HealthReport:
-    span, regions = counters.over(window)
-    pop_span, by_pop = pop_counters.over(window)
+async def _health(plane: HAProxyDataPlane, counters: Counters, window: float) -> HealthReport:
+    span, regions = counters.regions.over(window)
+    pop_span, by_pop = counters.pops.over(window)
+    pool_span, pools = counters.pools.over(window)
 
     async def backend(region: str) -> dict[str, Any] | None:
         try:
@@ -291,9 +292,31 @@ async def _health(
         window_s=window,
         observed_at=datetime.now(UTC),
         regions=region_health,
-        services=services,
+        services=_with_refusals(services, pools, pool_span),
         pops=pop_health,
     )
+
+
+def _with_refusals(
+    services: list[ServiceHealth], pools: dict[str, Counts], span: float
+) -> list[ServiceHealth]:
+    """A front service's requests, error rate and rps from HAProxy's counters of its server,
+    which count the requests HAProxy refused itself (the backend never saw them); latency
+    and utilization stay the backend's. Dependencies (not behind HAProxy) stay as served."""
+    by_key = {(s.region, s.service): s for s in services}
+    for key, counts in pools.items():
+        service, _, region = key.partition("/")
+        if span <= 0 or not counts.requests:
+            continue
+        entry = by_key.get((region, service)) or ServiceHealth(region=region, service=service)
+        by_key[(region, service)] = entry.model_copy(
+            update={
+                "rps": counts.requests / span,
+                "error_rate": counts.failures / counts.requests,
+                "samples": counts.requests,
+            }
+        )
+    return list(by_key.values())
 
 
 def _routing_response(table: RoutingTable, buckets: bool | None) -> JSONResponse:

@@ -6,6 +6,12 @@ lab's ``cold.factor``) while its bucket is new to the region, then calls its dep
 in this region through the lab's :class:`~orchestrator.lab.slots.SlotPool`. One process
 per region, so a stalled region (even a SIGSTOPped one) costs no other region a request.
 
+A request's latency counts from its arrival at HAProxy (the PoP frontend's
+``x-lab-accept-us`` stamp, same host and clock), so time queued in HAProxy for a slot is in
+it. ``/metrics`` exports, for a real Prometheus, the region's cumulative counters and latency
+histograms per region, service and PoP (:mod:`orchestrator.lab.prometheus`'s shape) and
+the windowed pool utilization.
+
 Run by :mod:`orchestrator.lab.haproxy.plane`:
 ``python -m orchestrator.lab.haproxy.backend --config lab.yaml --region R --port P --map routing.map``.
 """
@@ -14,18 +20,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
 from fastapi import FastAPI, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from orchestrator.lab.config import LabConfig, load_config
+from orchestrator.lab.haproxy.config import ACCEPT_HEADER
 from orchestrator.lab.metrics import MetricsStore
+from orchestrator.lab.prometheus import CONTENT_TYPE, render_metrics
 from orchestrator.lab.slots import SlotPool
-from orchestrator.models import RegionHealth, ServiceHealth
+from orchestrator.models import HealthReport, RegionHealth, ServiceHealth
 
 __all__ = ["RegionBackend", "create_backend_app", "main"]
 
@@ -65,9 +75,14 @@ class RegionBackend:
         return is_cold
 
     async def serve(
-        self, pop: str, bucket: int, routed: str, service: str
+        self, pop: str, bucket: int, routed: str, service: str, accepted_us: int | None = None
     ) -> tuple[int, dict[str, Any]]:
+        """``accepted_us``: when HAProxy took the request in (µs since the epoch); latency
+        counts from it, else from now."""
         start = self.metrics.now()
+        if accepted_us is not None:
+            # the queue wait HAProxy held it for, on the wall clock both processes share
+            start -= max(0.0, time.time() - accepted_us / 1e6)
         body: dict[str, Any] = {
             "region": self.region,
             "routed": routed,
@@ -81,14 +96,18 @@ class RegionBackend:
         body["cold"] = cold
         hold = self.service_time_s[service] * (self.config.cold.factor if cold else 1.0)
         await asyncio.sleep(hold)
-        self.metrics.record(("service", service), hold * 1000.0, hold, True)
+        # as the lab's pools count it: from queueing for the slot (in HAProxy) to the end of
+        # the hold, dependencies after it not included
+        self.metrics.record(("service", service), (self.metrics.now() - start) * 1000.0, hold, True)
         status = 200
         for dependency in self.depends_on.get(service, []):
             if not await self._call(dependency):
                 status = 503
                 body["error"] = f"DependencyFailed:{dependency}"
                 break
-        self.metrics.record(("region",), (self.metrics.now() - start) * 1000.0, 0.0, status == 200)
+        latency_ms = (self.metrics.now() - start) * 1000.0
+        self.metrics.record(("region",), latency_ms, 0.0, status == 200)
+        self.metrics.record(("pop", pop), latency_ms, 0.0, status == 200)
         self.served[(service, routed, status)] += 1
         return status, body
 
@@ -124,6 +143,39 @@ class RegionBackend:
             "services": [s.model_dump(mode="json") for s in services],
         }
 
+    def exposition(self) -> str:
+        """``/metrics``: counters and histograms since start (at zero before the first
+        request, so ``rate()`` counts it) and the windowed gauges over the default window."""
+        view = self.health(self.config.metrics.window_s)
+        services = [ServiceHealth.model_validate(s) for s in view["services"]]
+        utils = [s.utilization for s in services if s.utilization is not None]
+        region = RegionHealth.model_validate(view["region"]).model_copy(
+            update={"utilization": max(utils) if utils else None}
+        )
+        report = HealthReport(
+            window_s=self.config.metrics.window_s,
+            observed_at=datetime.now(UTC),
+            regions=[region],
+            services=services,
+            pops=[],
+        )
+        totals = [
+            ("region", {"region": self.region}, self.metrics.totals(("region",))),
+            *(
+                (
+                    "service",
+                    {"region": self.region, "service": s},
+                    self.metrics.totals(("service", s)),
+                )
+                for s in self.slots
+            ),
+            *(
+                ("pop", {"pop": p.name}, self.metrics.totals(("pop", p.name)))
+                for p in self.config.pops
+            ),
+        ]
+        return render_metrics(report, totals=totals)
+
 
 def create_backend_app(backend: RegionBackend) -> FastAPI:
     app = FastAPI(title=f"lab region {backend.region}")
@@ -131,6 +183,10 @@ def create_backend_app(backend: RegionBackend) -> FastAPI:
     @app.get("/lab/health")
     async def health(window_s: Annotated[float, Query(gt=0)] = 10.0) -> dict[str, Any]:
         return backend.health(window_s)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(backend.exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/lab/served")
     async def served() -> list[dict[str, Any]]:
@@ -145,9 +201,12 @@ def create_backend_app(backend: RegionBackend) -> FastAPI:
         x_lab_pop: Annotated[str, Header()] = "",
         x_lab_bucket: Annotated[int, Header()] = -1,
         x_lab_routed: Annotated[str, Header()] = "",
+        accepted_us: Annotated[int | None, Header(alias=ACCEPT_HEADER)] = None,
         service: str = "web",
     ) -> JSONResponse:
-        status, body = await backend.serve(x_lab_pop, x_lab_bucket, x_lab_routed, service)
+        status, body = await backend.serve(
+            x_lab_pop, x_lab_bucket, x_lab_routed, service, accepted_us
+        )
         return JSONResponse(body, status_code=status)
 
     return app

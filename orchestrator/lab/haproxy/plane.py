@@ -26,6 +26,7 @@ from orchestrator.lab.haproxy.config import (
     POOL_WEIGHT_LUA,
     Layout,
     haproxy_cfg,
+    prometheus_yml,
     routing_map,
     topology,
 )
@@ -102,6 +103,7 @@ class HAProxyDataPlane:
         layout.topology_path.write_text(topology(self.config), encoding="utf-8")
         layout.lua_path.write_text(POOL_WEIGHT_LUA, encoding="utf-8")
         layout.config_path.write_text(haproxy_cfg(self.config, layout), encoding="utf-8")
+        layout.prometheus_path.write_text(prometheus_yml(layout), encoding="utf-8")
 
     def start(self) -> HAProxyDataPlane:
         binary = shutil.which(HAPROXY) or shutil.which(f"/usr/sbin/{HAPROXY}")

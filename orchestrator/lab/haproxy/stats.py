@@ -6,6 +6,7 @@ service backend): requests = ``stot + econ`` and failures = ``hrsp_5xx + econ + 
 since a request HAProxy refuses itself (its server's ``maxconn`` and queue full, or the
 queue timed out) never reaches the server: it counts as a connection error there (``econ``)
 and as a 5xx on the backend only. Per PoP: the frontend's ``req_tot`` and ``hrsp_5xx``.
+Per service pool (``<service>/<region>``, :func:`parse_servers`): the one server's counts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Counts", "StatsWindow", "parse_stat"]
+__all__ = ["Counters", "Counts", "StatsWindow", "parse_servers", "parse_stat"]
 
 
 @dataclass(frozen=True)
@@ -33,30 +34,43 @@ def _int(value: str) -> int:
     return int(value) if value.isdigit() else 0
 
 
+def _rows(text: str) -> list[dict[str, str]]:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("# "):
+        return []
+    header = lines[0].removeprefix("# ").split(",")
+    return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
+
+
+def parse_servers(text: str, services: Iterable[str]) -> dict[str, Counts]:
+    """``show stat`` CSV -> ``<service>/<region>`` -> the counts of that server."""
+    backends = set(services)
+    servers: dict[str, Counts] = {}
+    for row in _rows(text):
+        proxy, server = row.get("pxname", ""), row.get("svname", "")
+        if proxy in backends and server not in ("FRONTEND", "BACKEND"):
+            refused = _int(row.get("econ", ""))
+            servers[f"{proxy}/{server}"] = Counts(
+                _int(row.get("stot", "")) + refused,
+                _int(row.get("hrsp_5xx", "")) + refused + _int(row.get("eresp", "")),
+            )
+    return servers
+
+
 def parse_stat(
     text: str, services: Iterable[str], pops: Iterable[str]
 ) -> tuple[dict[str, Counts], dict[str, Counts]]:
     """``show stat`` CSV -> (region -> counts over ``services``' backends, PoP -> counts)."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith("# "):
-        return {}, {}
-    header = lines[0].removeprefix("# ").split(",")
-    backends = set(services)
-    frontends = set(pops)
     regions: dict[str, Counts] = {}
-    by_pop: dict[str, Counts] = {}
-    for line in lines[1:]:
-        row = dict(zip(header, line.split(","), strict=False))
-        proxy, server = row.get("pxname", ""), row.get("svname", "")
-        if proxy in backends and server not in ("FRONTEND", "BACKEND"):
-            refused = _int(row.get("econ", ""))
-            counts = Counts(
-                _int(row.get("stot", "")) + refused,
-                _int(row.get("hrsp_5xx", "")) + refused + _int(row.get("eresp", "")),
-            )
-            regions[server] = regions.get(server, Counts()) + counts
-        elif proxy in frontends and server == "FRONTEND":
-            by_pop[proxy] = Counts(_int(row.get("req_tot", "")), _int(row.get("hrsp_5xx", "")))
+    for key, counts in parse_servers(text, services).items():
+        region = key.partition("/")[2]
+        regions[region] = regions.get(region, Counts()) + counts
+    frontends = set(pops)
+    by_pop = {
+        row["pxname"]: Counts(_int(row.get("req_tot", "")), _int(row.get("hrsp_5xx", "")))
+        for row in _rows(text)
+        if row.get("pxname") in frontends and row.get("svname") == "FRONTEND"
+    }
     return regions, by_pop
 
 
@@ -85,3 +99,22 @@ class StatsWindow:
                 break
         span = end_at - start_at
         return span, {k: v - start.get(k, Counts()) for k, v in end.items()}
+
+
+class Counters:
+    """HAProxy's counters per region, PoP and service pool (``<service>/<region>``), each
+    sampled into its own :class:`StatsWindow`."""
+
+    def __init__(self, retention_s: float, services: Iterable[str], pops: Iterable[str]) -> None:
+        self.services = list(services)
+        self.pop_names = list(pops)
+        self.regions = StatsWindow(retention_s)
+        self.pops = StatsWindow(retention_s)
+        self.pools = StatsWindow(retention_s)
+
+    def add(self, at: float, text: str) -> None:
+        """One ``show stat`` answer, read at ``at``."""
+        regions, by_pop = parse_stat(text, self.services, self.pop_names)
+        self.regions.add(at, regions)
+        self.pops.add(at, by_pop)
+        self.pools.add(at, parse_servers(text, self.services))

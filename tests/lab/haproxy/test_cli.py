@@ -153,6 +153,23 @@ class TestTraffic:
         assert sum(r.samples for r in health.regions) == sum(p.samples for p in pops.values())
 
 
+class TestPrometheusTargets:
+    """/healthz tells the user what a Prometheus scrapes, and the scrape config is written."""
+
+    def test_healthz_names_the_scrape_config(self, served: Served) -> None:
+        prom = served.info["prometheus"]
+        config = yaml.safe_load(Path(prom["config"]).read_text())
+        jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in config["scrape_configs"]}
+        assert jobs == prom["targets"]
+        assert f"http://{jobs['haproxy'][0]}/metrics" == served.info["haproxy_metrics"]
+        assert len(jobs["lab-regions"]) == 3
+        for target in jobs["lab-regions"]:
+            assert (
+                "lab_region_request_duration_seconds_bucket"
+                in httpx.get(f"http://{target}/metrics").text
+            )
+
+
 class TestStop:
     """SIGTERM to the command stops HAProxy and every region backend with it."""
 

@@ -11,7 +11,7 @@ from orchestrator.lab.haproxy.config import (
     queue_timeout_ms,
     routing_map,
 )
-from orchestrator.lab.haproxy.stats import Counts, StatsWindow, parse_stat
+from orchestrator.lab.haproxy.stats import Counters, Counts, StatsWindow, parse_servers, parse_stat
 
 
 def layout(tmp: Path) -> Layout:
@@ -69,6 +69,21 @@ class TestStats:
         regions, pops = parse_stat(STAT, ["web", "sessions"], ["p1"])
         assert regions == {"east": Counts(7, 3), "west": Counts(3, 0)}
         assert pops == {"p1": Counts(10, 3)}
+
+    def test_parse_keeps_each_pool(self) -> None:
+        assert parse_servers(STAT, ["web", "sessions"]) == {
+            "web/east": Counts(6, 3),
+            "web/west": Counts(3, 0),
+            "sessions/east": Counts(1, 0),
+        }
+
+    def test_counters_window_each_scope(self) -> None:
+        counters = Counters(60, ["web", "sessions"], ["p1"])
+        counters.add(0.0, "# pxname,svname,stot,econ,eresp,hrsp_5xx,req_tot\n")
+        counters.add(2.0, STAT)
+        assert counters.pools.over(10) == (2.0, parse_servers(STAT, ["web", "sessions"]))
+        assert counters.regions.over(10)[1]["east"] == Counts(7, 3)
+        assert counters.pops.over(10)[1] == {"p1": Counts(10, 3)}
 
     def test_window_differences(self) -> None:
         window = StatsWindow(retention_s=60)

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.clients.runbook_runs import runbook_result
-from orchestrator.lab.haproxy.app import create_haproxy_app
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
-from orchestrator.waiting import wait_until
-from testkit.ports import free_port
+from tests.lab.haproxy.serving import fleet_api
 from tests.lab.haproxy.test_data_plane import lab_config, of
 from tests.workflows.conftest import Stack, open_stack
 from tests.workflows.runbook.conftest import _start_rebalancer, runbook, start
@@ -52,21 +48,8 @@ tasks:
 @pytest.fixture
 def lab_url(tmp_path: Path) -> Iterator[tuple[str, HAProxyDataPlane]]:
     """The HAProxy lab (no tiny region in the path) and its fleet API in a thread."""
-    with HAProxyDataPlane(lab_config(tiny=False), tmp_path) as plane:
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_haproxy_app(plane), host="127.0.0.1", port=port, log_level="warning"
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            assert wait_until(lambda: server.started, timeout_s=30, interval_s=0.05)
-            yield f"http://127.0.0.1:{port}", plane
-        finally:
-            server.should_exit = True
-            thread.join(10)
+    with HAProxyDataPlane(lab_config(tiny=False), tmp_path) as plane, fleet_api(plane) as url:
+        yield url, plane
 
 
 @pytest_asyncio.fixture(loop_scope="session")

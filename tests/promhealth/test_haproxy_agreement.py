@@ -1,0 +1,148 @@
+"""A real Prometheus scraping the HAProxy lab (HAProxy's exporter and the region backends)
+gives, through haproxy-lab-queries.yaml, the lab's own health read (``GET /v1/health``:
+HAProxy's ``show stat`` counters and the backends' latency).
+
+p2 sends its users to a region of one slot and one queue place, so HAProxy itself refuses
+most of them (503, never reaching a backend): the error rates compared, per region, PoP and
+front service pool, include HAProxy's own.
+Tolerances as in tests/metrics/test_agreement.py (stated, not tuned): error rate within 0.01
+absolute, request counts within 10% (``increase()`` extrapolates), p99 within the width of the
+histogram bucket holding the lab's p99, for regions with at least DENSE successes (with
+fewer, the lab's p99 interpolates between the two slowest requests, which may lie buckets
+apart). The one-slot region's PromQL p99 must show the wait in HAProxy's queue instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from pathlib import Path
+
+import httpx
+import pytest
+
+from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from orchestrator.lab.metrics import LATENCY_BUCKETS_S
+from orchestrator.models import HealthReport
+from orchestrator.promhealth import HAPROXY_LAB_QUERIES, PrometheusHealth, load_config
+from orchestrator.waiting import wait_until_async
+from tests.lab.haproxy.serving import fleet_api
+from tests.lab.haproxy.test_data_plane import lab_config
+from tests.triggers.servers import prometheus
+
+pytestmark = pytest.mark.server  # HAProxy, its backends and a real Prometheus
+
+REQUESTS = 2400
+#: one in this many requests comes from p2 (all to the one-slot region)
+P2_EVERY = 6
+TINY_MS = 300
+DENSE = 500
+WINDOW_S = 60.0
+
+
+def bucket_width(value_s: float) -> float:
+    i = bisect.bisect_left(LATENCY_BUCKETS_S, value_s)
+    lower = LATENCY_BUCKETS_S[i - 1] if i > 0 else 0.0
+    return LATENCY_BUCKETS_S[i] - lower
+
+
+async def scalar(http: httpx.AsyncClient, prom: str, query: str) -> float:
+    answer = (await http.get(f"{prom}/api/v1/query", params={"query": query})).json()
+    result = answer["data"]["result"]
+    return float(result[0]["value"][1]) if result else -1.0
+
+
+async def scraped(http: httpx.AsyncClient, prom: str, query: str, value: float) -> None:
+    async def done() -> bool:
+        return await scalar(http, prom, query) == value
+
+    assert await wait_until_async(done, timeout_s=60), f"Prometheus never saw {query} == {value}"
+
+
+FRONTEND = 'sum(haproxy_frontend_http_requests_total{proxy!="stats"})'
+BACKENDS = "sum(lab_region_requests_total)"
+
+
+async def send(plane: HAProxyDataPlane) -> int:
+    """REQUESTS through the PoPs, 20 at a time; how many reached a backend (an answer of
+    HAProxy's own is not JSON)."""
+    sem = asyncio.Semaphore(20)
+    async with httpx.AsyncClient(timeout=30) as client:
+
+        async def one(i: int) -> bool:
+            pop = "p2" if i % P2_EVERY == 0 else "p1"
+            async with sem:
+                answer = await client.get(
+                    f"{plane.pop_url(pop)}/edge/{pop}", params={"user": f"u-{i}"}
+                )
+            return answer.headers.get("content-type", "").startswith("application/json")
+
+        reached = await asyncio.gather(*(one(i) for i in range(REQUESTS)))
+    return sum(reached)
+
+
+async def test_promql_agrees_with_the_haproxy_labs_health(tmp_path: Path) -> None:
+    config = lab_config(tiny_ms=TINY_MS)
+    with HAProxyDataPlane(config, tmp_path / "lab") as plane, fleet_api(plane) as lab:
+        targets = [t for group in plane.layout.scrape_targets().values() for t in group]
+        async with (
+            prometheus(tmp_path, targets) as prom,
+            httpx.AsyncClient(base_url=lab, timeout=10) as http,
+            httpx.AsyncClient(timeout=5) as promhttp,
+        ):
+            # every counter scraped at zero before the first request, so increase() sees it all
+            await scraped(promhttp, prom, FRONTEND, 0)
+            await scraped(promhttp, prom, BACKENDS, 0)
+            reached = await send(plane)
+            lab_report = HealthReport.model_validate(
+                (await http.get("/v1/health", params={"window_s": WINDOW_S})).json()
+            )
+            await scraped(promhttp, prom, FRONTEND, REQUESTS)
+            await scraped(promhttp, prom, BACKENDS, reached)
+            source = PrometheusHealth(
+                load_config(HAPROXY_LAB_QUERIES).model_copy(update={"url": prom})
+            )
+            try:
+                prom_report = await source.health(WINDOW_S)
+            finally:
+                await source.aclose()
+    assert reached < REQUESTS  # HAProxy refused some itself
+    served = [r for r in lab_report.regions if r.samples]
+    assert {r.region for r in served} == {"east", "west", "tiny"}
+    for ours in served:
+        theirs = prom_report.region(ours.region)
+        assert ours.error_rate is not None and theirs.error_rate is not None, ours.region
+        assert abs(theirs.error_rate - ours.error_rate) <= 0.01, (ours, theirs)
+        assert theirs.samples is not None
+        assert abs(theirs.samples - ours.samples) <= 0.1 * ours.samples, (ours, theirs)
+        assert ours.p99_ms is not None and theirs.p99_ms is not None
+        successes = ours.samples * (1 - ours.error_rate)
+        if successes >= DENSE:
+            width_ms = 1000 * bucket_width(ours.p99_ms / 1000)
+            assert abs(theirs.p99_ms - ours.p99_ms) <= width_ms, (ours, theirs)
+    # per pool: web's counts are its HAProxy server's (refusals included), cache's the backend's
+    pools = [s for s in lab_report.services if s.samples]
+    assert {(s.region, s.service) for s in pools} >= {("tiny", "web"), ("east", "cache")}
+    for ours in pools:
+        [theirs] = [
+            s for s in prom_report.services if (s.region, s.service) == (ours.region, ours.service)
+        ]
+        assert ours.error_rate is not None and theirs.error_rate is not None
+        assert abs(theirs.error_rate - ours.error_rate) <= 0.01, (ours, theirs)
+        assert theirs.samples is not None
+        assert abs(theirs.samples - ours.samples) <= 0.1 * ours.samples, (ours, theirs)
+    [tiny_web] = [s for s in prom_report.services if (s.region, s.service) == ("tiny", "web")]
+    assert tiny_web.error_rate is not None and tiny_web.error_rate > 0.5, tiny_web
+    tiny = prom_report.region("tiny")
+    assert tiny.error_rate is not None and tiny.error_rate > 0.5, tiny
+    # a served request mostly waited a whole service time for the one slot
+    assert tiny.p99_ms is not None and tiny.p99_ms >= 1.5 * TINY_MS, tiny
+    for pop in ("p1", "p2"):
+        [ours] = [p for p in lab_report.pops if p.pop == pop]
+        [theirs] = [p for p in prom_report.pops if p.pop == pop]
+        assert ours.error_rate is not None and theirs.error_rate is not None
+        assert abs(theirs.error_rate - ours.error_rate) <= 0.01, (ours, theirs)
+        assert theirs.samples is not None
+        assert abs(theirs.samples - ours.samples) <= 0.1 * ours.samples, (ours, theirs)
+        assert theirs.p99_ms is not None  # the backends' view; the lab's own read has none
+    assert sum(p.samples for p in prom_report.pops) == pytest.approx(REQUESTS, rel=0.1)

@@ -1,0 +1,126 @@
+"""The rebalancer and a live load test on Temporal, steering the HAProxy lab, with every
+health number read as PromQL (haproxy-lab-queries.yaml) from a real Prometheus scraping
+HAProxy's exporter and the region backends; the worker's fleet comes from the settings
+(``ORCHESTRATOR_HEALTH=prometheus``). Routing writes go through the lab's fleet API to
+HAProxy's map, and real requests through the PoP frontends follow them.
+
+The lab: two regions whose web pool holds 50 rps (2 slots, 40 ms), every user routed to
+east, and 60 rps offered; east overflows (HAProxy refuses the excess itself, which the
+queries count as east's load), so the rebalancer must move users to west. Then, the
+rebalancer stopped so that its lag cannot move west's baseline, a load test pins west's share
+up itself until a metric reaches NOMORE (measured: west's error rate, HAProxy refusing bursts
+past 2 slots and 4 queue places, from about 35 rps of its 50), and puts the routing back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.activities.load_test import routing_difference
+from orchestrator.contracts.load_test import LoadTestInput
+from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
+from orchestrator.models import RoutingWrite
+from tests.lab.haproxy.test_data_plane import of
+from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
+from workflows.load_test import LiveLoadTestWorkflow
+from workflows.rebalancer import TrafficRebalanceWorkflow
+
+pytestmark = pytest.mark.server  # HAProxy, backends, Prometheus and the Temporal dev server
+
+OFFERED_RPS = 60.0
+#: the load test's window, and the backends' utilization window
+LOAD_WINDOW_S = 3.0
+
+
+async def until_status(
+    handle: Any, predicate: Callable[[RebalancerStatus], bool], within_s: float
+) -> RebalancerStatus:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        status: RebalancerStatus = await handle.query(TrafficRebalanceWorkflow.status)
+        if predicate(status):
+            return status
+        if loop.time() > deadline:
+            pytest.fail(f"not reached within {within_s:g}s; last epochs: {status.epochs[-4:]}")
+        await asyncio.sleep(0.2)
+
+
+async def test_rebalancer_and_load_test_read_promql(
+    dev_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    config = lab_config(2, {"p1": {"east": 1.0}, "p2": {"east": 1.0}}, LOAD_WINDOW_S)
+    async with open_rig(dev_env.client, tmp_path, config, OFFERED_RPS) as rig:
+        await rebalance_then_load_test(rig)
+
+
+async def rebalance_then_load_test(rig: Rig) -> None:
+    before = await rig.fleet.routing()
+    assert set(of(before, "p1")) == {"east"}
+    handle = await rig.client.start_workflow(
+        TrafficRebalanceWorkflow.run,
+        RebalancerInput(epoch_s=0.5, window_s=5),
+        id=rig.rebalancer_id,
+        task_queue=rig.queue,
+    )
+    try:
+        # epochs that read east saturated (from PromQL) and moved users to west in the map
+        status = await until_status(handle, lambda s: s.shares.get("west", 0.0) >= 0.15, 90)
+        published = [e for e in status.epochs if e.outcome == "published"]
+        assert max(e.max_utilization_before or 0.0 for e in published) > 0.5, published
+        table = await rig.plane.fleet().routing()  # HAProxy's live map, not the fleet API
+        assert table.version > before.version
+        moved = [r for p in ("p1", "p2") for r in of(table, p)].count("west") / (2 * 1024)
+        assert moved >= 0.1, moved
+        async with httpx.AsyncClient(timeout=10) as client:
+            answers = [
+                await client.get(f"{rig.plane.pop_url('p1')}/edge/p1", params={"user": f"u-{i}"})
+                for i in range(0, 400, 2)
+            ]
+        assert "west" in {a.json().get("region") for a in answers if a.status_code == 200}
+    finally:
+        await handle.terminate("rebalance checked")
+
+    # With the rebalancer gone the load test writes its pins itself (its lag would move
+    # west's baseline under the test). West carries a quarter of the demand to start with.
+    table = await rig.fleet.routing()
+    found = await rig.fleet.write_routing(
+        RoutingWrite(fractions={"p1": {"east": 0.5, "west": 0.5}, "p2": {"east": 1.0}}),
+        if_match=table.version,
+        idempotency_key="quarter-west",
+    )
+    await asyncio.sleep(LOAD_WINDOW_S + 1)  # a window of the new table before the baseline
+    result = await rig.client.execute_workflow(
+        LiveLoadTestWorkflow.run,
+        LoadTestInput(
+            region="west",
+            p99_slo_ms=2000.0,
+            max_error_rate=0.05,
+            max_utilization=0.75,
+            window_s=LOAD_WINDOW_S,
+            settle_s=1.0,
+        ),
+        id=f"loadtest-west-{uuid.uuid4().hex[:6]}",
+        task_queue=rig.queue,
+    )
+    steps = [(s.load, s.pin_share, s.band, s.decision) for s in result.history]
+    assert result.outcome in ("stopped", "backoff"), (result.reason, steps)
+    assert result.steps >= 1 and result.load_reached > result.baseline.region_load, steps
+    assert result.bottleneck_key in ("utilization", "error_rate"), result.bottleneck_key
+    assert result.routing_restored, result.reason
+    assert result.routing_max_difference == 0.0
+    assert routing_difference(await rig.plane.fleet().routing(), found.fractions) == 0.0
+    # every health number came through PromQL: HAProxy's counters and the backends' series
+    asked = queries(rig.query_log)
+    assert any("haproxy_server_sessions_total" in q for q in asked)
+    assert any("haproxy_frontend_http_requests_total" in q for q in asked)
+    assert any("lab_service_request_duration_seconds_bucket" in q for q in asked)
+    assert any("lab_service_utilization" in q for q in asked)
