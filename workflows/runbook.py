@@ -26,13 +26,10 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.clients.runbook_runs import run_failure
     from orchestrator.contracts.runbook import (
         TERMINAL,
-        ApproveInput,
-        OperatorInput,
         RunbookReport,
         RunbookRunInput,
         RunOutcome,
         SkipReason,
-        TaskControlInput,
         TaskPhase,
         TaskState,
     )
@@ -44,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.runbook_controls import RunbookControls
     from workflows.runbook_executor import RETRY, TemplateExecutor
     from workflows.runbook_failures import RunbookFailures
+    from workflows.runbook_run import RunState
     from workflows.runbook_steps import (
         CANCELLATION,
         RECORDS_PATCH,
@@ -64,26 +62,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
         self.inp = inp
-        self.mode = inp.runbook.mode_for(inp.mode)
-        self.tasks = {t.id: TaskState(id=t.id, template=t.template) for t in inp.runbook.tasks}
-        self.order: list[str] = []  # start order = a topological order
-        self.paused_by: str | None = None
-        self.abort: OperatorInput | None = None
-        self.rollback_reason: str | None = None
-        self.state = "running"
-        self.skips: dict[str, TaskControlInput] = {}
-        self.overrides: dict[str, TaskControlInput] = {}
-        self.approvals: dict[str, ApproveInput] = {}
-        self.events: list[str] = []
-        self.changed = False
-        self.truthful = False
-        self.why = ""
-        self.paused_on_failure: set[str] = set()
-        for task in inp.runbook.tasks:
-            if not task.active_in(self.mode):
-                self._skip(
-                    task.id, SkipReason.WHEN, f"when: {task.when} (this is a {self.mode} run)"
-                )
+        self.run_state = RunState.plan(inp)
 
     @workflow.run
     async def run(self, inp: RunbookRunInput) -> RunbookReport:
@@ -91,35 +70,33 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         started = workflow.now()
         info = workflow.info()
         observe.run_started(rb.kind.value, rb.name)
-        self.truthful = workflow.patched(TRUTH_PATCH)
-        if self.truthful:
+        self.run_state.truthful = workflow.patched(TRUTH_PATCH)
+        if self.run_state.truthful:
             CANCELLATION.set(ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
         await self._start_up(inp)
-        self._event(f"{self.mode} run of {rb.name} by {inp.requested_by}")
+        self.run_state.event(f"{self.run_state.mode} run of {rb.name} by {inp.requested_by}")
         running: dict[str, asyncio.Task[None]] = {}
-        while self.abort is None and self.rollback_reason is None:
+        while not self.run_state.stopping:
             for task in self._ready():
-                self.order.append(task.id)
+                self.run_state.order.append(task.id)
                 running[task.id] = asyncio.create_task(self._run_task(task))
-            if self.truthful:
+            if self.run_state.truthful:
                 for t in running.values():
                     if t.done() and not t.cancelled():
                         t.result()  # a bug in this code fails the workflow task, loudly
             running = {k: t for k, t in running.items() if not t.done()}
             if not running and not self._ready():
                 break
-            self.changed = False
-            await workflow.wait_condition(
-                lambda: self.changed or self.abort is not None or self.rollback_reason is not None
-            )
+            self.run_state.changed = False
+            await workflow.wait_condition(lambda: self.run_state.changed or self.run_state.stopping)
         for t in running.values():
             t.cancel()
         await asyncio.gather(*running.values(), return_exceptions=True)
         outcome = await self._finish()
-        self._show()
+        self.run_state.show()
         durations = {
             t.id: t.duration_s
-            for t in self.tasks.values()
+            for t in self.run_state.tasks.values()
             if t.phase == TaskPhase.DONE and t.duration_s
         }
         await workflow.execute_activity_method(
@@ -141,29 +118,29 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         report = RunbookReport(
             runbook=rb.name,
             workflow_id=info.workflow_id,
-            mode=self.mode,
+            mode=self.run_state.mode,
             outcome=outcome,
             started_at=started,
             finished_at=workflow.now(),
-            tasks=list(self.tasks.values()),
+            tasks=list(self.run_state.tasks.values()),
             critical_path=path.tasks,
             critical_path_s=path.length_s,
             sequential_s=sum(v for v in durations.values() if v is not None),
-            events=self.events,
-            restore_records=restore_records(rb, self.tasks),
+            events=self.run_state.events,
+            restore_records=restore_records(rb, self.run_state.tasks),
         )
         self._observe_end(outcome, started)
-        if self.truthful:
+        if self.run_state.truthful:
             workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
             if outcome != RunOutcome.COMPLETED:
-                raise run_failure(report, self.why)
+                raise run_failure(report, self.run_state.why)
         return report
 
     def _observe_end(self, outcome: str, started: datetime) -> None:
         rb = self.inp.runbook
         seconds = (workflow.now() - started).total_seconds()
         observe.run_ended(rb.kind.value, rb.name, str(getattr(outcome, "value", outcome)), seconds)
-        for t in self.tasks.values():
+        for t in self.run_state.tasks.values():
             if t.phase in TERMINAL:
                 observe.task_ended(rb.name, t.id, t.phase.value, t.duration_s)
 
@@ -195,8 +172,8 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         workflow.upsert_search_attributes(attrs)
         self.executor = TemplateExecutor(
             f"{info.workflow_id}/{info.run_id}",
-            self.approvals.get,
-            mode=self.mode,
+            self.run_state.approvals.get,
+            mode=self.run_state.mode,
             requested_by=inp.requested_by,
             nested=inp.nested,
             depth=inp.depth,
@@ -205,7 +182,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         if rb.kind == RunbookKind.RESTORE and region is not None and self.executor.read_first:
             record = await drain_record(region, inp.restore_of)
             self.executor.records = record.records
-            self._event(
+            self.run_state.event(
                 f"restoring what {record.workflow_id} recorded ({len(record.records)} tasks)"
                 if record.workflow_id
                 else f"{record.note}: restoring to the runbook's values"
@@ -213,11 +190,11 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         if rb.kind == RunbookKind.DRAIN and region is not None:
             refusal = await admit_drain(region, inp.target_utilization, building)
             if refusal is not None:
-                self.state = RunOutcome.REFUSED
-                self._event(refusal)
+                self.run_state.state = RunOutcome.REFUSED
+                self.run_state.event(refusal)
                 observe.run_ended(rb.kind.value, rb.name, RunOutcome.REFUSED.value, 0.0)
-                if self.truthful:
-                    workflow.upsert_search_attributes([OUTCOME.value_set(self.state)])
+                if self.run_state.truthful:
+                    workflow.upsert_search_attributes([OUTCOME.value_set(self.run_state.state)])
                 raise ApplicationError(refusal, type="UnsafeRequest", non_retryable=True)
         history = await workflow.execute_activity_method(
             RunbookActivities.durations,
@@ -227,26 +204,26 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
             retry_policy=RETRY,
         )
         for task_id, seconds in history.items():
-            if task_id in self.tasks and seconds:
-                self.tasks[task_id].expected_s = percentile(seconds, 0.75)
+            if task_id in self.run_state.tasks and seconds:
+                self.run_state.tasks[task_id].expected_s = percentile(seconds, 0.75)
 
     # --- scheduling ----------------------------------------------------------
 
     def _ready(self) -> list[Task]:
         ready = []
         for task in self.inp.runbook.tasks:
-            if self.tasks[task.id].phase != TaskPhase.PENDING:
+            if self.run_state.tasks[task.id].phase != TaskPhase.PENDING:
                 continue
-            if self.truthful and task.id in self.order:
+            if self.run_state.truthful and task.id in self.run_state.order:
                 continue  # started already, not yet past its first stage
-            failed = [d for d in task.depends_on if self._failed(self.tasks[d])]
+            failed = [d for d in task.depends_on if self._failed(self.run_state.tasks[d])]
             if failed:
-                self._skip(
+                self.run_state.skip(
                     task.id, SkipReason.DEPENDENCY, f"not run: {', '.join(failed)} did not complete"
                 )
                 continue
-            strong = [self.tasks[d].phase for d in task.depends_on]
-            weak_done = all(self.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
+            strong = [self.run_state.tasks[d].phase for d in task.depends_on]
+            weak_done = all(self.run_state.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
             if all(p in (TaskPhase.DONE, TaskPhase.SKIPPED) for p in strong) and weak_done:
                 ready.append(task)
         return ready
@@ -256,4 +233,7 @@ class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTa
         if dependency.phase in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK):
             return True
         # Continued past, or itself not run for a failure: its dependents cannot run either.
-        return self.truthful and dependency.skipped in (SkipReason.CONTINUED, SkipReason.DEPENDENCY)
+        return self.run_state.truthful and dependency.skipped in (
+            SkipReason.CONTINUED,
+            SkipReason.DEPENDENCY,
+        )

@@ -8,7 +8,6 @@ or the task's timeout passes; a gate that fails holds its task at the step up to
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -16,13 +15,13 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import (
         RunbookRunInput,
-        TaskControlInput,
         TaskPhase,
         TaskState,
         record_gate,
     )
     from orchestrator.runbook.spec import Task
     from workflows import observe
+    from workflows.runbook_run import RunState
     from workflows.runbook_steps import TaskFailed, check
 
 __all__ = ["DEFAULT_CONDITION_TIMEOUT", "POLL", "RunbookChecks"]
@@ -35,10 +34,8 @@ DEFAULT_CONDITION_TIMEOUT = 600.0
 class RunbookChecks:
     """Conditions and gates over the run state that RunbookWorkflow keeps."""
 
+    run_state: RunState
     inp: RunbookRunInput
-    overrides: dict[str, TaskControlInput]
-    _set: Callable[[str, TaskPhase, str], None]
-    _event: Callable[[str], None]
 
     async def _gate(self, task: Task, state: TaskState, step: int, wait: float) -> None:
         """Read the gates; while they fail and holds are left, hold at this step and reread."""
@@ -56,15 +53,19 @@ class RunbookChecks:
             )
             if passed:
                 if held:
-                    self._set(
+                    self.run_state.set(
                         task.id, TaskPhase.RUNNING, f"step {step}: gates pass after {held} holds"
                     )
                 return
             if held == task.gate_holds:
                 break
             why = f"gate failed after step {step}: {result.message}"
-            self._set(task.id, TaskPhase.BLOCKED, f"holding ({held + 1}/{task.gate_holds}): {why}")
-            self._event(f"{task.id}: holding at step {step} ({held + 1}/{task.gate_holds}): {why}")
+            self.run_state.set(
+                task.id, TaskPhase.BLOCKED, f"holding ({held + 1}/{task.gate_holds}): {why}"
+            )
+            self.run_state.event(
+                f"{task.id}: holding at step {step} ({held + 1}/{task.gate_holds}): {why}"
+            )
             observe.gate_hold(self.inp.runbook.name, task.id)
             await workflow.sleep(wait or POLL.total_seconds())
         suffix = f" (held {task.gate_holds} times)" if task.gate_holds else ""
@@ -79,15 +80,15 @@ class RunbookChecks:
             result = await check(preds)
             if result.ok or self._overridden(task.id, state, result.message):
                 return
-            self._set(task.id, TaskPhase.BLOCKED, f"{label} unmet: {result.message}")
+            self.run_state.set(task.id, TaskPhase.BLOCKED, f"{label} unmet: {result.message}")
             if workflow.now() >= deadline:
                 raise TaskFailed(f"{label} unmet: {result.message}")
             await workflow.sleep(POLL)
 
     def _overridden(self, task_id: str, state: TaskState, message: str) -> bool:
-        override = self.overrides.pop(task_id, None)
+        override = self.run_state.overrides.pop(task_id, None)
         if override is None:
             return False
         state.overrides.append(f"{override.by}: {override.reason} (was: {message})")
-        self._event(f"{task_id}: condition overridden by {override.by}: {override.reason}")
+        self.run_state.event(f"{task_id}: condition overridden by {override.by}: {override.reason}")
         return True

@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
         RunbookReport,
         RunbookRunInput,
         TaskState,
-        Undo,
     )
+    from orchestrator.contracts.runbook_undo import RunbookUndo, RunbookUndoArgs
     from orchestrator.exceptions import OrchestratorError
     from orchestrator.runbook.params import bind
     from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook, RunMode, Task
@@ -96,9 +96,10 @@ class ChildTemplates:
         mode: RunMode = self.mode if args.mode == "inherit" else args.mode
         if rb.restore_runbook and state.undo is None:
             # Recorded before the child starts: an abort while it runs still restores.
-            state.undo = Undo(
-                template="runbook",
-                args={"runbook": rb.restore_runbook, "parameters": args.parameters, "mode": mode},
+            state.undo = RunbookUndo(
+                args=RunbookUndoArgs(
+                    runbook=rb.restore_runbook, parameters=args.parameters, mode=mode
+                )
             )
         child_id = f"{workflow.info().workflow_id}/{task.id}"
         state.message = f"running {rb.name} as {child_id}"
@@ -109,12 +110,12 @@ class ChildTemplates:
             raise TaskFailed(f"nested runbook {rb.name} ended {report.outcome}")
         state.message = f"{rb.name} completed in {report.critical_path_s:.1f}s critical path"
 
-    async def _undo_runbook(self, task_id: str, a: dict[str, Any]) -> None:
-        rb = self._bound(a["runbook"], a.get("parameters", {}))
+    async def _undo_runbook(self, task_id: str, undo: RunbookUndo) -> None:
+        rb = self._bound(undo.args.runbook, undo.args.parameters)
         parent = workflow.info().workflow_id
         child_id = f"{parent}/{task_id}/restore"
         report = await self._child_runbook(
-            rb, a.get("mode", self.mode), child_id, restore_of=f"{parent}/{task_id}"
+            rb, undo.args.mode or self.mode, child_id, restore_of=f"{parent}/{task_id}"
         )
         if report.outcome != "completed":
             raise TaskFailed(f"restore runbook {rb.name} ended {report.outcome}")

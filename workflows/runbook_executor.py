@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, assert_never
 
 from temporalio import workflow
 
@@ -34,6 +34,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.rebalancer import ClearOverrideInput, SetOverrideInput
     from orchestrator.contracts.runbook import TaskState, Undo, override_owner
+    from orchestrator.contracts.runbook_undo import (
+        HostsQuarantine,
+        HostsRelease,
+        JobUpdate,
+        RunbookUndo,
+        ServiceWeight,
+        ServiceWeightArgs,
+        ShardReturn,
+        TrafficRelease,
+        TrafficReleaseArgs,
+    )
     from orchestrator.models import ConfigChange, ServiceWeightChange
     from orchestrator.runbook.spec import Runbook, RunMode, Task
     from workflows.runbook_children import ChildTemplates
@@ -91,11 +102,15 @@ class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
             if state.undo is None:
                 region, share = await building_of(args.building)
             else:
-                region, share = state.undo.args["region"], state.undo.args["building_share"]
+                undone = _traffic(state)
+                region = undone.region
+                share = 1.0 if undone.building_share is None else undone.building_share
         # A building's share of its region's traffic moves and the rest stays (a region's
         # share is 1: the ratio is the region's).
         keep = 1.0 - share * (1.0 - args.ratio)
-        recorded = self._recorded(task.id, "traffic_release", region=region)
+        recorded = self._recorded(task.id, TrafficRelease)
+        if recorded is not None and recorded.args.region != region:
+            recorded = None
         if state.undo is None:
             status = await workflow.execute_activity_method(
                 OverrideActivities.status,
@@ -119,24 +134,21 @@ class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
             # (or, with no record of it, the region's fair share of capacity).
             normal = status.capacity_shares.get(region, start) if held else start
             if recorded is not None:
-                normal = recorded.args["normal"]
-            undo_args = {
-                "region": region,
-                "start": start,
-                "normal": normal,
-                "held": held,
-                "table": table.fractions,
-            }
+                normal = recorded.args.normal
+            first = TrafficReleaseArgs(
+                region=region, start=start, normal=normal, held=held, table=table.fractions
+            )
             if args.building is not None:
-                undo_args |= {"building": args.building, "building_share": share}
-            state.undo = Undo(template="traffic_release", args=undo_args)
-        start, normal = state.undo.args["start"], state.undo.args["normal"]
+                first.building, first.building_share = args.building, share
+            state.undo = TrafficRelease(args=first)
+        undone = _traffic(state)
+        start, normal = undone.start, undone.normal
         target = keep * normal
         if point >= 1.0 and args.ratio >= 1.0:
             # The table the drain found, if the fleet can still take it; else a re-solve.
             found = None
-            if recorded is not None and not recorded.args.get("held"):
-                found = recorded.args.get("table")
+            if recorded is not None and not recorded.args.held:
+                found = recorded.args.table
             await self._release(region, found)
             return
         share = max(0.0, min(1.0, start + point * (target - start)))
@@ -181,15 +193,19 @@ class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
                 summary=step_summary(),
                 cancellation_type=cancellation(),
             )
-            state.undo = Undo(
-                template="service_weight",
-                args={"region": args.region, "service": args.service, "weight": before},
+            state.undo = ServiceWeight(
+                args=ServiceWeightArgs(region=args.region, service=args.service, weight=before)
             )
-        before = state.undo.args["weight"]
-        recorded = self._recorded(
-            task.id, "service_weight", region=args.region, service=args.service
-        )
-        target = recorded.args["weight"] if recorded is not None else args.weight
+        if not isinstance(state.undo, ServiceWeight):
+            raise TaskFailed(f"service_weight task holds a {state.undo.template} undo")
+        before = state.undo.args.weight
+        target = args.weight
+        recorded = self._recorded(task.id, ServiceWeight)
+        if recorded is not None and (recorded.args.region, recorded.args.service) == (
+            args.region,
+            args.service,
+        ):
+            target = recorded.args.weight
         weight = before + point * (target - before)
         await self._set_weight(args.region, args.service, weight, self.key(task.id, step))
 
@@ -228,22 +244,22 @@ class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
     # --- undo ----------------------------------------------------------------
 
     async def undo(self, task_id: str, undo: Undo) -> None:
-        key, a = self.key(task_id, "undo"), undo.args
-        match undo.template:
-            case "traffic_release":
+        key = self.key(task_id, "undo")
+        match undo:
+            case TrafficRelease(args=a):
                 # Put back the very table found before the drain, not a re-solve.
-                await self._release(a["region"], a.get("table") if not a.get("held") else None)
-            case "service_weight":
-                await self._set_weight(a["region"], a["service"], a["weight"], key)
-            case "shard_return":
+                await self._release(a.region, a.table if not a.held else None)
+            case ServiceWeight(args=a):
+                await self._set_weight(a.region, a.service, a.weight, key)
+            case ShardReturn(args=a):
                 await workflow.execute_activity_method(
                     RunbookActivities.shift_shards,
                     ShardStepInput(
-                        service=a["service"],
-                        region=a["region"],
+                        service=a.service,
+                        region=a.region,
                         direction="in",
                         target_ratio=1.0,
-                        moved=a["moved"],
+                        moved=a.moved,
                         key=key,
                     ),
                     start_to_close_timeout=SHORT,
@@ -252,19 +268,27 @@ class TemplateExecutor(StateTemplates, ChildTemplates, TrainingTemplates):
                     summary=step_summary(),
                     cancellation_type=cancellation(),
                 )
-            case "job_update":
+            case JobUpdate(args=a):
                 await workflow.execute_activity_method(
                     RunbookActivities.update_jobs,
-                    JobsInput(operation=a["operation"], jobs=a["jobs"], key=key),
+                    JobsInput(operation=a.operation, jobs=a.jobs, key=key),
                     start_to_close_timeout=SHORT,
                     heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=RETRY,
                     summary=step_summary(),
                     cancellation_type=cancellation(),
                 )
-            case "runbook":
-                await self._undo_runbook(task_id, a)
-            case "hosts_release" | "hosts_quarantine":
+            case RunbookUndo():
+                await self._undo_runbook(task_id, undo)
+            case HostsRelease() | HostsQuarantine():
                 await self._undo_hosts(key, undo)
             case _:
-                raise TaskFailed(f"no undo for {undo.template}")
+                assert_never(undo)
+
+
+def _traffic(state: TaskState) -> TrafficReleaseArgs:
+    """The traffic_release undo a traffic_shift task recorded at its first step."""
+    if not isinstance(state.undo, TrafficRelease):
+        kind = state.undo.template if state.undo else "no"
+        raise TaskFailed(f"traffic_shift task {state.id} holds {kind} undo, not traffic_release")
+    return state.undo.args

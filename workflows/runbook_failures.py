@@ -8,17 +8,13 @@ the fleet refuses is reported (``rollback_failed``) and the other undos still ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import (
-        OperatorInput,
         RunOutcome,
         SkipReason,
-        TaskControlInput,
         TaskPhase,
         TaskState,
         unfinished,
@@ -27,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import Task
     from workflows.runbook_executor import TaskFailed, TemplateExecutor
     from workflows.runbook_legacy import RunbookLegacy
+    from workflows.runbook_run import RunState
     from workflows.runbook_steps import CURRENT_STEP, failure_reason
 
 __all__ = ["RunbookFailures"]
@@ -35,90 +32,86 @@ __all__ = ["RunbookFailures"]
 class RunbookFailures(RunbookLegacy):
     """on_failure and rollback over the run state that RunbookWorkflow keeps."""
 
-    tasks: dict[str, TaskState]
-    order: list[str]
+    run_state: RunState
     executor: TemplateExecutor
-    state: str
-    paused_by: str | None
-    abort: OperatorInput | None
-    rollback_reason: str | None
-    skips: dict[str, TaskControlInput]
-    #: runs started after TRUTH_PATCH (see workflows/runbook_steps.py)
-    truthful: bool
-    #: why a run that did not complete ended as it did
-    why: str
-    #: tasks blocked by ``on_failure: pause`` (failed, waiting for an operator)
-    paused_on_failure: set[str]
-    _set: Callable[[str, TaskPhase, str], None]
-    _skip: Callable[[str, SkipReason, str], None]
-    _event: Callable[[str], None]
 
     async def _on_failure(self, task: Task, state: TaskState, reason: str) -> None:
-        self._event(f"{task.id}: {reason}")
-        if task.on_failure == "continue" and self.truthful:
-            self._skip(
+        self.run_state.event(f"{task.id}: {reason}")
+        if task.on_failure == "continue" and self.run_state.truthful:
+            self.run_state.skip(
                 task.id,
                 SkipReason.CONTINUED,
                 f"failed, run went on (on_failure: continue): {reason}",
             )
         elif task.on_failure == "continue":
-            self._set(task.id, TaskPhase.FAILED, reason)
+            self.run_state.set(task.id, TaskPhase.FAILED, reason)
         elif task.on_failure == "pause":
-            self.paused_on_failure.add(task.id)
-            self._set(task.id, TaskPhase.BLOCKED, f"paused on failure: {reason}")
-            self.paused_by = f"failure of {task.id}"
-            await workflow.wait_condition(lambda: task.id in self.skips or self.abort is not None)
-            if task.id in self.skips:
-                self._skip(
+            self.run_state.paused_on_failure.add(task.id)
+            self.run_state.set(task.id, TaskPhase.BLOCKED, f"paused on failure: {reason}")
+            self.run_state.paused_by = f"failure of {task.id}"
+            await workflow.wait_condition(
+                lambda: task.id in self.run_state.skips or self.run_state.abort is not None
+            )
+            if task.id in self.run_state.skips:
+                self.run_state.skip(
                     task.id,
                     SkipReason.OPERATOR,
-                    f"skipped by {self.skips[task.id].by} after: {reason}",
+                    f"skipped by {self.run_state.skips[task.id].by} after: {reason}",
                 )
                 # The skip answers the pause this failure made (an operator's own pause stays).
-                if self.truthful and self.paused_by == f"failure of {task.id}":
-                    self.paused_by = None
+                if self.run_state.truthful and self.run_state.paused_by == f"failure of {task.id}":
+                    self.run_state.paused_by = None
         else:
-            self._set(task.id, TaskPhase.FAILED, reason)
-            self.rollback_reason = f"{task.id}: {reason}"
+            self.run_state.set(task.id, TaskPhase.FAILED, reason)
+            self.run_state.rollback_reason = f"{task.id}: {reason}"
 
     async def _finish(self) -> str:
-        if not self.truthful:
+        if not self.run_state.truthful:
             return await self._finish_unpatched()
-        if self.abort is None and self.rollback_reason is None:
+        if self.run_state.abort is None and self.run_state.rollback_reason is None:
             # The invariant: completed means every task done, or skipped with a reason.
-            for t in unfinished(list(self.tasks.values())):
-                self._set(t.id, TaskPhase.FAILED, f"left {t.phase.value} when the run ended")
-            problems = why_not_completed(list(self.tasks.values()))
+            for t in unfinished(list(self.run_state.tasks.values())):
+                self.run_state.set(
+                    t.id, TaskPhase.FAILED, f"left {t.phase.value} when the run ended"
+                )
+            problems = why_not_completed(list(self.run_state.tasks.values()))
             if problems:
-                self.why = "; ".join(problems)
-                self._event(f"not completed: {self.why}")
-                self.state = RunOutcome.FAILED
+                self.run_state.why = "; ".join(problems)
+                self.run_state.event(f"not completed: {self.run_state.why}")
+                self.run_state.state = RunOutcome.FAILED
             else:
-                self.state = RunOutcome.COMPLETED
-            return self.state
-        self.state = "rolling_back"
-        why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
-        self.why = why
-        self._event(f"rolling back: {why}")
+                self.run_state.state = RunOutcome.COMPLETED
+            return self.run_state.state
+        self.run_state.state = "rolling_back"
+        why = (
+            self.run_state.rollback_reason
+            or f"aborted by {self.run_state.abort.by if self.run_state.abort else 'an operator'}"
+        )
+        self.run_state.why = why
+        self.run_state.event(f"rolling back: {why}")
         undo_failed = await self._undo_all()
-        for t in unfinished(list(self.tasks.values())):
+        for t in unfinished(list(self.run_state.tasks.values())):
             if t.phase == TaskPhase.PENDING:
-                self._skip(t.id, SkipReason.RUN_ENDED, f"not started: {why}")
-            elif t.phase == TaskPhase.BLOCKED and t.id in self.paused_on_failure:
-                self._set(t.id, TaskPhase.FAILED, t.message)
+                self.run_state.skip(t.id, SkipReason.RUN_ENDED, f"not started: {why}")
+            elif t.phase == TaskPhase.BLOCKED and t.id in self.run_state.paused_on_failure:
+                self.run_state.set(t.id, TaskPhase.FAILED, t.message)
             else:
-                self._set(t.id, TaskPhase.CANCELLED, f"stopped while {t.phase.value}: {why}")
+                self.run_state.set(
+                    t.id, TaskPhase.CANCELLED, f"stopped while {t.phase.value}: {why}"
+                )
         if undo_failed:
-            self.state = RunOutcome.ROLLBACK_FAILED
+            self.run_state.state = RunOutcome.ROLLBACK_FAILED
         else:
-            self.state = RunOutcome.ABORTED if self.abort is not None else RunOutcome.ROLLED_BACK
-        return self.state
+            self.run_state.state = (
+                RunOutcome.ABORTED if self.run_state.abort is not None else RunOutcome.ROLLED_BACK
+            )
+        return self.run_state.state
 
     async def _undo_all(self) -> bool:
         """Undo every task that changed something, newest first; True if an undo failed."""
         undo_failed = False
-        for task_id in reversed(self.order):
-            state = self.tasks[task_id]
+        for task_id in reversed(self.run_state.order):
+            state = self.run_state.tasks[task_id]
             if state.undo is None:
                 continue
             token = CURRENT_STEP.set(f"{task_id}: undo")
@@ -127,11 +120,11 @@ class RunbookFailures(RunbookLegacy):
             except (ActivityError, ChildWorkflowError, TaskFailed) as exc:
                 # One undo the fleet refuses must not stop the others: say so and go on.
                 reason = exc.reason if isinstance(exc, TaskFailed) else failure_reason(exc)
-                self._event(f"{task_id}: undo failed, left for an operator: {reason}")
-                self._set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
+                self.run_state.event(f"{task_id}: undo failed, left for an operator: {reason}")
+                self.run_state.set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
                 undo_failed = True
                 continue
             finally:
                 CURRENT_STEP.reset(token)
-            self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
+            self.run_state.set(task_id, TaskPhase.ROLLED_BACK, state.message)
         return undo_failed

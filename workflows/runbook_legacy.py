@@ -15,9 +15,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.contracts.runbook import TERMINAL, OperatorInput, TaskPhase, TaskState
+    from orchestrator.contracts.runbook import TERMINAL, TaskPhase, TaskState
     from orchestrator.runbook.spec import Task
     from workflows.runbook_executor import TaskFailed, TemplateExecutor
+    from workflows.runbook_run import RunState
     from workflows.runbook_steps import ACTIVITY_FAILURE_PATCH, failure_reason
 
 __all__ = ["RunbookLegacy"]
@@ -26,14 +27,8 @@ __all__ = ["RunbookLegacy"]
 class RunbookLegacy:
     """The pre-TRUTH_PATCH task runner and ending, over RunbookWorkflow's state."""
 
-    tasks: dict[str, TaskState]
-    order: list[str]
+    run_state: RunState
     executor: TemplateExecutor
-    state: str
-    abort: OperatorInput | None
-    rollback_reason: str | None
-    _set: Callable[[str, TaskPhase, str], None]
-    _event: Callable[[str], None]
     _stages: Callable[[Task, TaskState], Awaitable[None]]
     _on_failure: Callable[[Task, TaskState, str], Awaitable[None]]
     _task_ended: Callable[[TaskState, asyncio.Task[None]], None]
@@ -46,7 +41,7 @@ class RunbookLegacy:
             timeout = task.timeout if isinstance(task.timeout, float) else None
             await asyncio.wait_for(self._stages(task, state), timeout=timeout)
             if state.phase not in TERMINAL:
-                self._set(task.id, TaskPhase.DONE, "")
+                self.run_state.set(task.id, TaskPhase.DONE, "")
         except TaskFailed as failed:
             await self._on_failure(task, state, failed.reason)
         except TimeoutError:
@@ -67,16 +62,19 @@ class RunbookLegacy:
 
     async def _finish_unpatched(self) -> str:
         """How runs started before TRUTH_PATCH ended; their histories replay this."""
-        if self.abort is None and self.rollback_reason is None:
-            failed = [t.id for t in self.tasks.values() if t.phase == TaskPhase.FAILED]
-            self.state = "failed" if failed else "completed"
-            return self.state
-        self.state = "rolling_back"
-        why = self.rollback_reason or f"aborted by {self.abort.by if self.abort else 'an operator'}"
-        self._event(f"rolling back: {why}")
+        if self.run_state.abort is None and self.run_state.rollback_reason is None:
+            failed = [t.id for t in self.run_state.tasks.values() if t.phase == TaskPhase.FAILED]
+            self.run_state.state = "failed" if failed else "completed"
+            return self.run_state.state
+        self.run_state.state = "rolling_back"
+        why = (
+            self.run_state.rollback_reason
+            or f"aborted by {self.run_state.abort.by if self.run_state.abort else 'an operator'}"
+        )
+        self.run_state.event(f"rolling back: {why}")
         undo_failed = False
-        for task_id in reversed(self.order):
-            state = self.tasks[task_id]
+        for task_id in reversed(self.run_state.order):
+            state = self.run_state.tasks[task_id]
             if state.undo is None:
                 continue
             try:
@@ -85,13 +83,13 @@ class RunbookLegacy:
                 if not workflow.patched(ACTIVITY_FAILURE_PATCH):
                     raise
                 reason = exc.reason if isinstance(exc, TaskFailed) else failure_reason(exc)
-                self._event(f"{task_id}: undo failed, left for an operator: {reason}")
-                self._set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
+                self.run_state.event(f"{task_id}: undo failed, left for an operator: {reason}")
+                self.run_state.set(task_id, TaskPhase.FAILED, f"undo failed: {reason}")
                 undo_failed = True
                 continue
-            self._set(task_id, TaskPhase.ROLLED_BACK, state.message)
+            self.run_state.set(task_id, TaskPhase.ROLLED_BACK, state.message)
         if undo_failed:
-            self.state = "rollback_failed"
+            self.run_state.state = "rollback_failed"
         else:
-            self.state = "aborted" if self.abort is not None else "rolled_back"
-        return self.state
+            self.run_state.state = "aborted" if self.run_state.abort is not None else "rolled_back"
+        return self.run_state.state

@@ -10,7 +10,7 @@ leave the rest behind).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from temporalio import workflow
 
@@ -18,11 +18,20 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import JobsInput, RunbookActivities, ShardStepInput
     from orchestrator.contracts.runbook import TaskState, Undo
+    from orchestrator.contracts.runbook_undo import (
+        JobUpdate,
+        JobUpdateArgs,
+        ShardReturn,
+        ShardReturnArgs,
+    )
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import RETRY, SHORT, cancellation, step_summary
     from workflows.runbook_waits import WaitTemplates
 
 __all__ = ["StateTemplates"]
+
+#: a kind of undo record
+Kind = TypeVar("Kind", bound=Undo)
 
 
 class StateTemplates(WaitTemplates):
@@ -31,15 +40,11 @@ class StateTemplates(WaitTemplates):
     #: read targets before mutating (False only when replaying an older history)
     read_first: bool
 
-    def _recorded(self, task_id: str, template: str, **same: Any) -> Undo | None:
-        """The drain's record for this restore task, if it is of ``template`` and about
-        the same resource (``same``) as the task."""
+    def _recorded(self, task_id: str, kind: type[Kind]) -> Kind | None:
+        """The drain's record for this restore task, if it is of ``kind`` (the caller
+        checks that it is about the same resource as the task)."""
         found = self.records.get(task_id)
-        if found is None or found.template != template:
-            return None
-        if any(found.args.get(k) != v for k, v in same.items()):
-            return None
-        return found
+        return found if isinstance(found, kind) else None
 
     async def _shard_shift(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
@@ -47,10 +52,10 @@ class StateTemplates(WaitTemplates):
         if args.direction == "out" and self.read_first:
             await self._shards_out(task, args, state, point, step)
             return
-        moved = list(state.undo.args["moved"]) if state.undo else []
-        recorded = self._recorded(task.id, "shard_return", region=args.region)
-        if args.direction == "in" and recorded is not None:
-            moved = list(recorded.args["moved"])
+        moved = list(state.undo.args.moved) if isinstance(state.undo, ShardReturn) else []
+        recorded = self._recorded(task.id, ShardReturn)
+        if args.direction == "in" and recorded is not None and recorded.args.region == args.region:
+            moved = list(recorded.args.moved)
         result = await workflow.execute_activity_method(
             RunbookActivities.shift_shards,
             ShardStepInput(
@@ -69,15 +74,14 @@ class StateTemplates(WaitTemplates):
             cancellation_type=cancellation(),
         )
         if args.direction == "out":
-            state.undo = Undo(
-                template="shard_return",
-                args={"service": args.service, "region": args.region, "moved": result},
+            state.undo = ShardReturn(
+                args=ShardReturnArgs(service=args.service, region=args.region, moved=result)
             )
 
     async def _shards_out(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        if state.undo is None:
+        if not isinstance(state.undo, ShardReturn):
             owned = await workflow.execute_activity_method(
                 RunbookActivities.read_primaries,
                 ShardStepInput(
@@ -89,15 +93,17 @@ class StateTemplates(WaitTemplates):
                 summary=step_summary(),
                 cancellation_type=cancellation(),
             )
-            state.undo = Undo(
-                template="shard_return",
-                args={"service": args.service, "region": args.region, "moved": [], "owned": owned},
+            state.undo = ShardReturn(
+                args=ShardReturnArgs(
+                    service=args.service, region=args.region, moved=[], owned=owned
+                )
             )
-        owned, moved = state.undo.args["owned"], list(state.undo.args["moved"])
+        undo = state.undo.args
+        owned, moved = undo.owned or [], list(undo.moved)
         chosen = owned[: math.ceil(point * args.ratio * len(owned) - 1e-9)]
         # Recorded before the move: a rollback after a crash mid-step returns these too
         # (the return leaves alone any that never left).
-        state.undo.args["moved"] = chosen
+        undo.moved = chosen
         await workflow.execute_activity_method(
             RunbookActivities.shift_shards,
             ShardStepInput(
@@ -120,13 +126,13 @@ class StateTemplates(WaitTemplates):
     async def _job_update(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        flipped = "start" if args.operation == "stop" else "stop"
+        flipped: Literal["start", "stop"] = "start" if args.operation == "stop" else "stop"
         jobs, region = list(args.jobs), args.region
-        recorded = self._recorded(task.id, "job_update", operation=args.operation)
-        if recorded is not None:
-            jobs, region = list(recorded.args["jobs"]), None  # exactly those, even none
+        recorded = self._recorded(task.id, JobUpdate)
+        if recorded is not None and recorded.args.operation == args.operation:
+            jobs, region = list(recorded.args.jobs), None  # exactly those, even none
         elif self.read_first and not jobs and region is not None:
-            if state.undo is None:
+            if not isinstance(state.undo, JobUpdate):
                 listed = await workflow.execute_activity_method(
                     RunbookActivities.read_jobs,
                     JobsInput(operation=args.operation, region=region),
@@ -136,10 +142,8 @@ class StateTemplates(WaitTemplates):
                     summary=step_summary(),
                     cancellation_type=cancellation(),
                 )
-                state.undo = Undo(
-                    template="job_update", args={"operation": flipped, "jobs": listed}
-                )
-            jobs, region = list(state.undo.args["jobs"]), None
+                state.undo = JobUpdate(args=JobUpdateArgs(operation=flipped, jobs=listed))
+            jobs, region = list(state.undo.args.jobs), None
         jobs = await workflow.execute_activity_method(
             RunbookActivities.update_jobs,
             JobsInput(
@@ -151,4 +155,4 @@ class StateTemplates(WaitTemplates):
             summary=step_summary(),
             cancellation_type=cancellation(),
         )
-        state.undo = Undo(template="job_update", args={"operation": flipped, "jobs": jobs})
+        state.undo = JobUpdate(args=JobUpdateArgs(operation=flipped, jobs=jobs))

@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
         TERMINAL,
         RunbookRunInput,
         SkipReason,
-        TaskControlInput,
         TaskPhase,
         TaskState,
     )
@@ -28,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import observe
     from workflows.runbook_executor import TaskFailed, TemplateExecutor
     from workflows.runbook_legacy import RunbookLegacy
+    from workflows.runbook_run import RunState
     from workflows.runbook_steps import CURRENT_STEP, NothingToDo, failure_reason
 
 __all__ = ["RunbookTasks"]
@@ -36,16 +36,9 @@ __all__ = ["RunbookTasks"]
 class RunbookTasks(RunbookLegacy):
     """Running one task, over the run state that RunbookWorkflow keeps."""
 
+    run_state: RunState
     inp: RunbookRunInput
-    tasks: dict[str, TaskState]
     executor: TemplateExecutor
-    truthful: bool
-    changed: bool
-    paused_by: str | None
-    skips: dict[str, TaskControlInput]
-    _set: Callable[[str, TaskPhase, str], None]
-    _skip: Callable[[str, SkipReason, str], None]
-    _event: Callable[[str], None]
     _on_failure: Callable[[Task, TaskState, str], Awaitable[None]]
     _conditions: Callable[..., Awaitable[None]]
     _gate: Callable[[Task, TaskState, int, float], Awaitable[None]]
@@ -55,7 +48,7 @@ class RunbookTasks(RunbookLegacy):
         return str(self.inp.parameters.get("region", ""))
 
     async def _run_task(self, task: Task) -> None:
-        state = self.tasks[task.id]
+        state = self.run_state.tasks[task.id]
         state.started_at = workflow.now()
         observe.task_running(
             self.inp.runbook.name,
@@ -65,7 +58,7 @@ class RunbookTasks(RunbookLegacy):
             state.expected_s,
         )
         watchdog = asyncio.create_task(self._watch(state))
-        if not self.truthful:
+        if not self.run_state.truthful:
             await self._run_task_unpatched(task, state, watchdog)
             return
         try:
@@ -76,7 +69,7 @@ class RunbookTasks(RunbookLegacy):
         if failure is not None:
             await self._on_failure(task, state, failure)
         elif state.phase not in TERMINAL:
-            self._set(task.id, TaskPhase.DONE, "")
+            self.run_state.set(task.id, TaskPhase.DONE, "")
         self._task_ended(state, watchdog)
 
     async def _stages_within_timeout(self, task: Task, state: TaskState) -> str | None:
@@ -109,7 +102,7 @@ class RunbookTasks(RunbookLegacy):
         try:
             stages.result()
         except NothingToDo as nothing:
-            self._skip(task.id, SkipReason.NOTHING_TO_DO, nothing.reason)
+            self.run_state.skip(task.id, SkipReason.NOTHING_TO_DO, nothing.reason)
         except TaskFailed as failed:
             return failed.reason
         except (ActivityError, ChildWorkflowError) as exc:
@@ -127,24 +120,28 @@ class RunbookTasks(RunbookLegacy):
         watchdog.cancel()
         state.finished_at = workflow.now()
         observe.task_stopped(self.inp.runbook.name, self._metric_region, state.id)
-        self.changed = True
+        self.run_state.changed = True
 
     async def _stages(self, task: Task, state: TaskState) -> None:
         # Each _run_task is its own asyncio task with its own copy of the context.
         CURRENT_STEP.set(f"{task.id}: pre-check")
-        self._set(task.id, TaskPhase.PRE_CHECK, "")
+        self.run_state.set(task.id, TaskPhase.PRE_CHECK, "")
         await self._conditions(task, state, task.pre_conditions, "pre-condition")
         template = REGISTRY[task.template]
         args = template.validate_args(task.args)
         points = task.steps.progress() if template.stepped and task.steps else [1.0]
         state.steps = len(points)
         for step, point in enumerate(points, start=1):
-            await workflow.wait_condition(lambda: self.paused_by is None or task.id in self.skips)
-            if task.id in self.skips:
-                self._set(task.id, TaskPhase.SKIPPED, f"skipped by {self.skips[task.id].by}")
+            await workflow.wait_condition(
+                lambda: self.run_state.paused_by is None or task.id in self.run_state.skips
+            )
+            if task.id in self.run_state.skips:
+                self.run_state.set(
+                    task.id, TaskPhase.SKIPPED, f"skipped by {self.run_state.skips[task.id].by}"
+                )
                 return
             CURRENT_STEP.set(f"{task.id}: step {step}/{len(points)}")
-            self._set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
+            self.run_state.set(task.id, TaskPhase.RUNNING, f"step {step}/{len(points)}")
             await self.executor.apply(task, args, state, point, step)
             state.step = step
             wait = float(task.wait) if isinstance(task.wait, float) else 0.0
@@ -153,7 +150,7 @@ class RunbookTasks(RunbookLegacy):
             if task.gates:
                 await self._gate(task, state, step, wait)
         CURRENT_STEP.set(f"{task.id}: post-check")
-        self._set(task.id, TaskPhase.POST_CHECK, "")
+        self.run_state.set(task.id, TaskPhase.POST_CHECK, "")
         await self._conditions(task, state, task.post_conditions, "post-condition")
 
     async def _watch(self, state: TaskState) -> None:
@@ -162,6 +159,6 @@ class RunbookTasks(RunbookLegacy):
         await workflow.sleep(state.expected_s)
         if state.phase not in TERMINAL:
             state.stuck = True
-            self._event(
+            self.run_state.event(
                 f"{state.id}: stuck, running past p75 of earlier runs ({state.expected_s:.0f}s)"
             )

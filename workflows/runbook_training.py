@@ -28,6 +28,12 @@ with workflow.unsafe.imports_passed_through():
         TrainingMoveActivities,
     )
     from orchestrator.contracts.runbook import TaskState, Undo
+    from orchestrator.contracts.runbook_undo import (
+        HostsQuarantine,
+        HostsQuarantineArgs,
+        HostsRelease,
+        HostsReleaseArgs,
+    )
     from orchestrator.contracts.training_moves import MoveJobRequest, MoveJobResult, MoveOutcome
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, step_summary
@@ -89,30 +95,30 @@ class TrainingTemplates(WaitTemplates):
     async def _hosts_quarantine(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        if state.undo is None:
+        if not isinstance(state.undo, HostsRelease):
             hosts = await self._read_hosts(args)
-            state.undo = Undo(template="hosts_release", args={"hosts": hosts})
-        await self._quarantine_hosts(state.undo.args["hosts"], args.reason, self.key(task.id, step))
+            state.undo = HostsRelease(args=HostsReleaseArgs(hosts=hosts))
+        await self._quarantine_hosts(state.undo.args.hosts, args.reason, self.key(task.id, step))
 
     async def _hosts_release(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         recorded = self.records.get(task.id)
-        if recorded is not None and recorded.template == "hosts_release":
-            hosts = list(recorded.args["hosts"])  # exactly what the drain quarantined
-        elif state.undo is None:
-            hosts = await self._read_hosts(args)
+        if isinstance(recorded, HostsRelease):
+            hosts = list(recorded.args.hosts)  # exactly what the drain quarantined
+        elif isinstance(state.undo, HostsQuarantine):
+            hosts = list(state.undo.args.hosts)
         else:
-            hosts = list(state.undo.args["hosts"])
-        state.undo = Undo(template="hosts_quarantine", args={"hosts": hosts, "reason": args.reason})
+            hosts = await self._read_hosts(args)
+        state.undo = HostsQuarantine(args=HostsQuarantineArgs(hosts=hosts, reason=args.reason))
         await self._release_hosts(hosts, self.key(task.id, step))
 
-    async def _undo_hosts(self, key: str, undo: Undo) -> None:
+    async def _undo_hosts(self, key: str, undo: HostsRelease | HostsQuarantine) -> None:
         """Undo of a quarantine (release) or of a release (quarantine again)."""
-        if undo.template == "hosts_release":
-            await self._release_hosts(undo.args["hosts"], key)
+        if isinstance(undo, HostsRelease):
+            await self._release_hosts(undo.args.hosts, key)
         else:
-            await self._quarantine_hosts(undo.args["hosts"], undo.args.get("reason") or "undo", key)
+            await self._quarantine_hosts(undo.args.hosts, undo.args.reason or "undo", key)
 
     async def _read_hosts(self, args: Any) -> list[str]:
         hosts: list[str] = await workflow.execute_activity_method(

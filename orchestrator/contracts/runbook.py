@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.contracts.runbook_undo import Undo
 from orchestrator.runbook.predicates import PredicateResult, RegionReading
 from orchestrator.runbook.spec import Runbook, RunMode
 
@@ -164,13 +165,6 @@ class RunOutcome(StrEnum):
     REFUSED = "refused"
 
 
-class Undo(BaseModel):
-    """How to put back what a task changed; grows as its steps are applied."""
-
-    template: str
-    args: dict[str, Any] = Field(default_factory=dict)
-
-
 #: the gate readings a task keeps (the newest). A reading of 2 predicates x 2 regions is ~660
 #: bytes of JSON; 60 (a 5-step drain holding the most its spec allows, 11 reads per step, is
 #: 55) keeps a gated task under ~40 KB of the run's payload, whatever it does.
@@ -241,6 +235,7 @@ class TaskState(BaseModel):
     stuck: bool = False
     #: the p75 of earlier durations of this task, when known
     expected_s: float | None = None
+    #: how to put back what its steps changed so far (a typed record per kind of undo)
     undo: Undo | None = None
     overrides: list[str] = Field(default_factory=list)
     #: why it was skipped (with ``phase`` skipped); ``message`` says it in words

@@ -17,6 +17,7 @@ from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput
 from orchestrator.contracts.runbook import RunbookReport, TaskPhase
+from orchestrator.contracts.runbook_undo import TrafficRelease
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig
 from orchestrator.policy.snapshot import traffic_shares
@@ -103,7 +104,8 @@ class TestPowerLossToBuildingLoss:
         assert phases["shift-building-traffic"] == TaskPhase.DONE
         assert phases["page-oncall"] == TaskPhase.SKIPPED  # no notify_url configured
         record = report.restore_records["restore-building-traffic"]
-        assert (record.args["building"], record.args["region"]) == (BUILDING, REGION)
+        assert isinstance(record, TrafficRelease), record
+        assert (record.args.building, record.args.region) == (BUILDING, REGION)
         # euw-a's half of eu-west's traffic moved out (the rebalancer may move more)
         assert moved <= full / 2 + 0.01
         print(f"\npower loss -> building-loss run started: {started_after:.1f}s")  # noqa: T201

@@ -12,6 +12,7 @@ from temporalio.client import WorkflowFailureError
 
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.runbook import RunbookReport
+from orchestrator.contracts.runbook_undo import TrafficRelease
 from orchestrator.models import RoutingTable
 from tests.workflows.conftest import Stack
 from tests.workflows.runbook.conftest import close, runbook, start
@@ -71,8 +72,9 @@ class TestBuildingShift:
         assert drained.outcome == "completed", drained.events
         assert set(drained.restore_records) == {"traffic-back"}
         record = drained.restore_records["traffic-back"]
-        assert (record.args["region"], record.args["building"]) == ("eu-west", "euw-a")
-        assert record.args["building_share"] == 0.5
+        assert isinstance(record, TrafficRelease), record
+        assert (record.args.region, record.args.building) == ("eu-west", "euw-a")
+        assert record.args.building_share == 0.5
         after = await stack.fleet.routing(include_buckets=True)
         # half of eu-west's buckets (by demand) moved: it keeps 1 - 0.5 x (1 - 0) of them
         assert _share_of(after, "eu-west", weights) == pytest.approx(held / 2, abs=2 / 1024)
