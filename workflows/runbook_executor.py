@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.runbook.spec import Task
     from workflows.runbook_children import ChildSteps
     from workflows.runbook_routing import RoutingSteps
-    from workflows.runbook_state import ShardAndJobSteps
+    from workflows.runbook_shards_jobs import ShardAndJobSteps
     from workflows.runbook_steps import (
         RETRY,
         SHORT,
