@@ -7,233 +7,138 @@ condition (recorded with who and why), approve, and abort. Abort, or a failed
 gate whose task says ``on_failure: rollback``, undoes every step taken, in
 reverse dependency order. The report gives per-task durations and the
 critical path.
+
+The run's state is one :class:`~workflows.runbook_run.RunState`; the parts below
+(start-up, task runner, checks, rollback, report, operator controls) are handed it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import (
-    ApplicationError,
-)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
-    from orchestrator.activities.runbook import DurationsInput, RunbookActivities
     from orchestrator.clients.runbook_runs import run_failure
     from orchestrator.contracts.runbook import (
-        TERMINAL,
+        AlertResolvedInput,
+        ApproveInput,
+        OperatorInput,
         RunbookReport,
         RunbookRunInput,
+        RunbookStatus,
         RunOutcome,
-        SkipReason,
-        TaskPhase,
-        TaskState,
+        TaskControlInput,
     )
-    from orchestrator.policy.drain.maelstrom import critical_path, dag_of, percentile
-    from orchestrator.runbook.spec import ParamType, RunbookKind, Task
-    from orchestrator.temporal import OUTCOME, REGION, RUN_KIND, RUNBOOK
+    from orchestrator.temporal import OUTCOME
     from workflows import observe
-    from workflows.runbook_checks import RunbookChecks
-    from workflows.runbook_controls import RunbookControls
-    from workflows.runbook_executor import RETRY, TemplateExecutor
-    from workflows.runbook_failures import RunbookFailures
+    from workflows import runbook_controls as controls
+    from workflows.runbook_report import observe_end, record_durations, report
+    from workflows.runbook_rollback import finish
     from workflows.runbook_run import RunState
-    from workflows.runbook_steps import (
-        CANCELLATION,
-        RECORDS_PATCH,
-        TRUTH_PATCH,
-        TaskFailed,
-        admit_drain,
-        building_of,
-        drain_record,
-        restore_records,
-    )
-    from workflows.runbook_tasks import RunbookTasks
+    from workflows.runbook_start import start_up
+    from workflows.runbook_steps import CANCELLATION, TRUTH_PATCH
+    from workflows.runbook_tasks import TaskRunner
 
 __all__ = ["RunbookWorkflow"]
 
 
 @workflow.defn
-class RunbookWorkflow(RunbookControls, RunbookChecks, RunbookFailures, RunbookTasks):
+class RunbookWorkflow:
     @workflow.init
     def __init__(self, inp: RunbookRunInput) -> None:
-        self.inp = inp
+        # The plan: every task pending, but those its ``when`` leaves out of this mode.
         self.run_state = RunState.plan(inp)
 
     @workflow.run
     async def run(self, inp: RunbookRunInput) -> RunbookReport:
-        rb = inp.runbook
-        started = workflow.now()
-        info = workflow.info()
-        observe.run_started(rb.kind.value, rb.name)
-        self.run_state.truthful = workflow.patched(TRUTH_PATCH)
-        if self.run_state.truthful:
+        run, started = self.run_state, workflow.now()
+        observe.run_started(inp.runbook.kind.value, inp.runbook.name)
+        run.truthful = workflow.patched(TRUTH_PATCH)
+        if run.truthful:
             CANCELLATION.set(ActivityCancellationType.WAIT_CANCELLATION_COMPLETED)
-        await self._start_up(inp)
-        self.run_state.event(f"{self.run_state.mode} run of {rb.name} by {inp.requested_by}")
+        # Before anything changes: what a restore puts back, whether a drain may start.
+        executor = await start_up(run, inp)
+        run.event(f"{run.mode} run of {inp.runbook.name} by {inp.requested_by}")
+        await self._run_tasks(TaskRunner(run, inp, executor))
+        # An abort or a rollback undoes what was done, newest first; then the outcome.
+        outcome = await finish(run, executor)
+        run.show()
+        durations = await record_durations(run)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        ran = report(run, outcome, started, durations)
+        observe_end(run, outcome, started)
+        if run.truthful:
+            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
+            if outcome != RunOutcome.COMPLETED:
+                raise run_failure(ran, run.why)
+        return ran
+
+    async def _run_tasks(self, runner: TaskRunner) -> None:
+        """Start every task as soon as it may, until none is left or the run stops (an
+        abort, a rollback); a task still running then is cancelled."""
+        run = self.run_state
         running: dict[str, asyncio.Task[None]] = {}
-        while not self.run_state.stopping:
-            for task in self._ready():
-                self.run_state.order.append(task.id)
-                running[task.id] = asyncio.create_task(self._run_task(task))
-            if self.run_state.truthful:
+        while not run.stopping:
+            for task in run.ready():
+                run.order.append(task.id)
+                running[task.id] = asyncio.create_task(runner.run_task(task))
+            if run.truthful:
                 for t in running.values():
                     if t.done() and not t.cancelled():
                         t.result()  # a bug in this code fails the workflow task, loudly
             running = {k: t for k, t in running.items() if not t.done()}
-            if not running and not self._ready():
+            if not running and not run.ready():
                 break
-            self.run_state.changed = False
-            await workflow.wait_condition(lambda: self.run_state.changed or self.run_state.stopping)
+            run.changed = False
+            await workflow.wait_condition(lambda: run.changed or run.stopping)
         for t in running.values():
             t.cancel()
         await asyncio.gather(*running.values(), return_exceptions=True)
-        outcome = await self._finish()
-        self.run_state.show()
-        durations = {
-            t.id: t.duration_s
-            for t in self.run_state.tasks.values()
-            if t.phase == TaskPhase.DONE and t.duration_s
-        }
-        await workflow.execute_activity_method(
-            RunbookActivities.durations,
-            DurationsInput(
-                runbook=rb.name, record={k: v for k, v in durations.items() if v is not None}
-            ),
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=RETRY,
-        )
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        # The planner's DAG, timed by what each task actually took (0 if it did not run).
-        ran = dag_of(rb)
-        ran.tasks = [
-            t.model_copy(update={"duration_s": durations.get(t.id) or 0.0}) for t in ran.tasks
-        ]
-        path = critical_path(ran)
-        report = RunbookReport(
-            runbook=rb.name,
-            workflow_id=info.workflow_id,
-            mode=self.run_state.mode,
-            outcome=outcome,
-            started_at=started,
-            finished_at=workflow.now(),
-            tasks=list(self.run_state.tasks.values()),
-            critical_path=path.tasks,
-            critical_path_s=path.length_s,
-            sequential_s=sum(v for v in durations.values() if v is not None),
-            events=self.run_state.events,
-            restore_records=restore_records(rb, self.run_state.tasks),
-        )
-        self._observe_end(outcome, started)
-        if self.run_state.truthful:
-            workflow.upsert_search_attributes([OUTCOME.value_set(outcome)])
-            if outcome != RunOutcome.COMPLETED:
-                raise run_failure(report, self.run_state.why)
-        return report
 
-    def _observe_end(self, outcome: str, started: datetime) -> None:
-        rb = self.inp.runbook
-        seconds = (workflow.now() - started).total_seconds()
-        observe.run_ended(rb.kind.value, rb.name, str(getattr(outcome, "value", outcome)), seconds)
-        for t in self.run_state.tasks.values():
-            if t.phase in TERMINAL:
-                observe.task_ended(rb.name, t.id, t.phase.value, t.duration_s)
+    # --- what an operator can do while it runs (the CLI and the trigger server call these)
 
-    async def _start_up(self, inp: RunbookRunInput) -> None:
-        """Search attributes, the capacity check of a drain, and the tasks' history."""
-        rb, info = inp.runbook, workflow.info()
-        attrs = [RUNBOOK.value_set(rb.name), RUN_KIND.value_set(rb.kind.value)]
-        param = rb.parameters.get("region")
-        region = str(param.default) if param is not None and param.default else None
-        building = next(
-            (
-                str(p.default)
-                for p in rb.parameters.values()
-                if p.type is ParamType.BUILDING and p.default
-            ),
-            "",
-        )
-        if region is None and building:
-            # A building's runbook is about its region: the search attribute, the drain
-            # record its restore reads and the capacity check all go by the region.
-            try:
-                region, _ = await building_of(building)
-            except TaskFailed as exc:
-                raise ApplicationError(
-                    exc.reason, type="InvalidInstance", non_retryable=True
-                ) from None
-        if region is not None:
-            attrs.append(REGION.value_set(region))
-        workflow.upsert_search_attributes(attrs)
-        self.executor = TemplateExecutor(
-            f"{info.workflow_id}/{info.run_id}",
-            self.run_state.approvals.get,
-            mode=self.run_state.mode,
-            requested_by=inp.requested_by,
-            nested=inp.nested,
-            depth=inp.depth,
-        )
-        self.executor.read_first = workflow.patched(RECORDS_PATCH)
-        if rb.kind == RunbookKind.RESTORE and region is not None and self.executor.read_first:
-            record = await drain_record(region, inp.restore_of)
-            self.executor.records = record.records
-            self.run_state.event(
-                f"restoring what {record.workflow_id} recorded ({len(record.records)} tasks)"
-                if record.workflow_id
-                else f"{record.note}: restoring to the runbook's values"
-            )
-        if rb.kind == RunbookKind.DRAIN and region is not None:
-            refusal = await admit_drain(region, inp.target_utilization, building)
-            if refusal is not None:
-                self.run_state.state = RunOutcome.REFUSED
-                self.run_state.event(refusal)
-                observe.run_ended(rb.kind.value, rb.name, RunOutcome.REFUSED.value, 0.0)
-                if self.run_state.truthful:
-                    workflow.upsert_search_attributes([OUTCOME.value_set(self.run_state.state)])
-                raise ApplicationError(refusal, type="UnsafeRequest", non_retryable=True)
-        history = await workflow.execute_activity_method(
-            RunbookActivities.durations,
-            DurationsInput(runbook=rb.name),
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=RETRY,
-        )
-        for task_id, seconds in history.items():
-            if task_id in self.run_state.tasks and seconds:
-                self.run_state.tasks[task_id].expected_s = percentile(seconds, 0.75)
+    @workflow.update
+    def pause(self, inp: OperatorInput) -> RunbookStatus:
+        return controls.pause(self.run_state, inp)
 
-    # --- scheduling ----------------------------------------------------------
+    @workflow.update
+    def resume(self, inp: OperatorInput) -> RunbookStatus:
+        return controls.resume(self.run_state, inp)
 
-    def _ready(self) -> list[Task]:
-        ready = []
-        for task in self.inp.runbook.tasks:
-            if self.run_state.tasks[task.id].phase != TaskPhase.PENDING:
-                continue
-            if self.run_state.truthful and task.id in self.run_state.order:
-                continue  # started already, not yet past its first stage
-            failed = [d for d in task.depends_on if self._failed(self.run_state.tasks[d])]
-            if failed:
-                self.run_state.skip(
-                    task.id, SkipReason.DEPENDENCY, f"not run: {', '.join(failed)} did not complete"
-                )
-                continue
-            strong = [self.run_state.tasks[d].phase for d in task.depends_on]
-            weak_done = all(self.run_state.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
-            if all(p in (TaskPhase.DONE, TaskPhase.SKIPPED) for p in strong) and weak_done:
-                ready.append(task)
-        return ready
+    @workflow.update
+    def skip(self, inp: TaskControlInput) -> RunbookStatus:
+        return controls.skip(self.run_state, inp)
 
-    def _failed(self, dependency: TaskState) -> bool:
-        """Whether a task that ``depends_on`` this one must not run."""
-        if dependency.phase in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK):
-            return True
-        # Continued past, or itself not run for a failure: its dependents cannot run either.
-        return self.run_state.truthful and dependency.skipped in (
-            SkipReason.CONTINUED,
-            SkipReason.DEPENDENCY,
-        )
+    @skip.validator
+    def _validate_skip(self, inp: TaskControlInput) -> None:
+        self.run_state.known(inp.task)
+
+    @workflow.update
+    def override(self, inp: TaskControlInput) -> RunbookStatus:
+        return controls.override(self.run_state, inp)
+
+    @override.validator
+    def _validate_override(self, inp: TaskControlInput) -> None:
+        controls.check_override(self.run_state, inp)
+
+    @workflow.update
+    def approve(self, inp: ApproveInput) -> RunbookStatus:
+        return controls.approve(self.run_state, inp)
+
+    @approve.validator
+    def _validate_approve(self, inp: ApproveInput) -> None:
+        controls.check_approve(self.run_state, inp)
+
+    @workflow.update
+    def abort_run(self, inp: OperatorInput) -> RunbookStatus:
+        return controls.abort(self.run_state, inp)
+
+    @workflow.signal
+    def alert_resolved(self, inp: AlertResolvedInput) -> None:
+        controls.alert_resolved(self.run_state, inp)
+
+    @workflow.query
+    def status(self) -> RunbookStatus:
+        return self.run_state.status()

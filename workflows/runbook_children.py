@@ -1,6 +1,5 @@
 """Templates that run another workflow as a child: ``runbook`` (a nested
-RunbookWorkflow) and ``load_test`` (a LiveLoadTestWorkflow). A mixin of
-:class:`TemplateExecutor`.
+RunbookWorkflow) and ``load_test`` (a LiveLoadTestWorkflow).
 
 A child's id is ``<parent id>/<task id>``, stable across worker restarts, so a
 replayed parent finds the child it started instead of starting a second one.
@@ -31,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.exceptions import OrchestratorError
     from orchestrator.runbook.params import bind
     from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook, RunMode, Task
-    from workflows.runbook_steps import TaskFailed
+    from workflows.runbook_steps import StepContext, TaskFailed
 
-__all__ = ["NESTING_DEPTH_PATCH", "ChildTemplates"]
+__all__ = ["NESTING_DEPTH_PATCH", "ChildSteps"]
 
 LOAD_TEST_WORKFLOW = "LiveLoadTestWorkflow"
 #: runs from before this started nested runs at any depth; only a run about to go past
@@ -41,17 +40,16 @@ LOAD_TEST_WORKFLOW = "LiveLoadTestWorkflow"
 NESTING_DEPTH_PATCH = "nested-runbook-depth-limit"
 
 
-class ChildTemplates:
-    key_prefix: str
-    mode: RunMode
-    requested_by: str
-    nested: dict[str, Runbook]
-    depth: int
+class ChildSteps:
+    """Steps of runbook and load_test, and the undo of a nested runbook."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
 
     def _bound(self, ref: str, parameters: dict[str, Any]) -> Runbook:
-        found = self.nested.get(ref)
+        found = self.ctx.nested.get(ref)
         if found is None:
-            known = ", ".join(sorted(self.nested)) or "none"
+            known = ", ".join(sorted(self.ctx.nested)) or "none"
             raise TaskFailed(f"nested runbook {ref!r} was not given at start (given: {known})")
         try:
             return bind(found, parameters)
@@ -61,7 +59,7 @@ class ChildTemplates:
     async def _child_runbook(
         self, rb: Runbook, mode: RunMode, child_id: str, restore_of: str | None = None
     ) -> RunbookReport:
-        depth = self.depth + 1
+        depth = self.ctx.depth + 1
         if depth > MAX_NESTING_DEPTH and workflow.patched(NESTING_DEPTH_PATCH):
             raise TaskFailed(
                 f"nested runbook {rb.name} would run {depth} levels deep, more than the "
@@ -73,8 +71,8 @@ class ChildTemplates:
                 RunbookRunInput(
                     runbook=rb,
                     mode=mode,
-                    requested_by=self.requested_by,
-                    nested=self.nested,
+                    requested_by=self.ctx.requested_by,
+                    nested=self.ctx.nested,
                     restore_of=restore_of,
                     depth=depth,
                 ),
@@ -89,11 +87,11 @@ class ChildTemplates:
             return failed
         return report
 
-    async def _runbook(
+    async def runbook(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         rb = self._bound(args.runbook, args.parameters)
-        mode: RunMode = self.mode if args.mode == "inherit" else args.mode
+        mode: RunMode = self.ctx.mode if args.mode == "inherit" else args.mode
         if rb.restore_runbook and state.undo is None:
             # Recorded before the child starts: an abort while it runs still restores.
             state.undo = RunbookUndo(
@@ -110,17 +108,17 @@ class ChildTemplates:
             raise TaskFailed(f"nested runbook {rb.name} ended {report.outcome}")
         state.message = f"{rb.name} completed in {report.critical_path_s:.1f}s critical path"
 
-    async def _undo_runbook(self, task_id: str, undo: RunbookUndo) -> None:
+    async def undo_runbook(self, task_id: str, undo: RunbookUndo) -> None:
         rb = self._bound(undo.args.runbook, undo.args.parameters)
         parent = workflow.info().workflow_id
         child_id = f"{parent}/{task_id}/restore"
         report = await self._child_runbook(
-            rb, undo.args.mode or self.mode, child_id, restore_of=f"{parent}/{task_id}"
+            rb, undo.args.mode or self.ctx.mode, child_id, restore_of=f"{parent}/{task_id}"
         )
         if report.outcome != "completed":
             raise TaskFailed(f"restore runbook {rb.name} ended {report.outcome}")
 
-    async def _load_test(
+    async def load_test(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         if step > 1:
@@ -134,7 +132,7 @@ class ChildTemplates:
             window_s=args.window_s,
             settle_s=args.settle_s,
             max_steps=args.max_steps,
-            reason=f"{self.key_prefix}/{task.id}",
+            reason=f"{self.ctx.key_prefix}/{task.id}",
         )
         metrics = [m for m in base.watched_metrics() if m.key in args.metrics]
         inp = base.model_copy(update={"metrics": metrics or None})

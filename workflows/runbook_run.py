@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import (
+        TERMINAL,
         ApproveInput,
         OperatorInput,
         RunbookRunInput,
@@ -24,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
         task_table,
     )
-    from orchestrator.runbook.spec import Runbook, RunMode
+    from orchestrator.runbook.spec import Runbook, RunMode, Task
 
 __all__ = ["RunState"]
 
@@ -77,6 +78,34 @@ class RunState:
     def stopping(self) -> bool:
         """An operator aborted the run or a task rolls it back: start nothing more."""
         return self.abort is not None or self.rollback_reason is not None
+
+    def ready(self) -> list[Task]:
+        """The pending tasks whose dependencies let them start now. A task that depends on
+        one that failed is skipped here (it can never start)."""
+        ready = []
+        for task in self.runbook.tasks:
+            if self.tasks[task.id].phase != TaskPhase.PENDING:
+                continue
+            if self.truthful and task.id in self.order:
+                continue  # started already, not yet past its first stage
+            failed = [d for d in task.depends_on if self._blocks(self.tasks[d])]
+            if failed:
+                self.skip(
+                    task.id, SkipReason.DEPENDENCY, f"not run: {', '.join(failed)} did not complete"
+                )
+                continue
+            strong = [self.tasks[d].phase for d in task.depends_on]
+            weak_done = all(self.tasks[d].phase in TERMINAL for d in task.weak_depends_on)
+            if all(p in (TaskPhase.DONE, TaskPhase.SKIPPED) for p in strong) and weak_done:
+                ready.append(task)
+        return ready
+
+    def _blocks(self, dependency: TaskState) -> bool:
+        """Whether a task that ``depends_on`` this one must not run."""
+        if dependency.phase in (TaskPhase.FAILED, TaskPhase.ROLLED_BACK):
+            return True
+        # Continued past, or itself not run for a failure: its dependents cannot run either.
+        return self.truthful and dependency.skipped in (SkipReason.CONTINUED, SkipReason.DEPENDENCY)
 
     def set(self, task_id: str, phase: TaskPhase, message: str) -> None:
         self.tasks[task_id].phase = phase

@@ -1,10 +1,14 @@
 """What every part of a runbook run shares: the retry policy, the failure of a
-stage, and reading health predicates through the check activity."""
+stage, what a template's step is given (:class:`StepContext`), and reading health
+predicates through the check activity."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -19,9 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.runbook import DrainRecord, TaskPhase, TaskState, Undo
     from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES
     from orchestrator.runbook.predicates import Predicate
-    from orchestrator.runbook.spec import Runbook
+    from orchestrator.runbook.spec import Runbook, RunMode
 
 __all__ = [
+    "StepContext",
     "ACTIVITY_FAILURE_PATCH",
     "CANCELLATION",
     "CURRENT_STEP",
@@ -88,6 +93,40 @@ def failure_reason(exc: ActivityError | ChildWorkflowError) -> str:
     while isinstance(cause, (ActivityError, ChildWorkflowError)) and cause.cause is not None:
         cause = cause.cause
     return str(cause or exc)
+
+
+#: a kind of undo record
+Kind = TypeVar("Kind", bound=Undo)
+
+
+@dataclass
+class StepContext:
+    """What every template's step is given about its run."""
+
+    #: ``<workflow id>/<run id>``: the prefix of every mutation's idempotency key
+    key_prefix: str
+    #: task id -> the operator's approval of it, or None
+    approved: Callable[[str], object | None]
+    mode: RunMode = "real"
+    requested_by: str = "runbook"
+    #: the runbooks a ``runbook`` task may run, unbound (see RunbookRunInput.nested)
+    nested: dict[str, Runbook] = field(default_factory=dict)
+    #: how deep this run is nested (0: started by a person, a trigger or a schedule)
+    depth: int = 0
+    #: restore task id -> what its drain recorded (set at start-up of a restore)
+    records: dict[str, Undo] = field(default_factory=dict)
+    #: read targets before mutating (False only when replaying an older history)
+    read_first: bool = True
+
+    def key(self, task: str, step: int | str) -> str:
+        """The idempotency key of a task's step (or its ``undo``): stable across replays."""
+        return f"{self.key_prefix}/{task}/{step}"
+
+    def recorded(self, task_id: str, kind: type[Kind]) -> Kind | None:
+        """The drain's record for this restore task, if it is of ``kind`` (the caller
+        checks that it is about the same resource as the task)."""
+        found = self.records.get(task_id)
+        return found if isinstance(found, kind) else None
 
 
 class NothingToDo(Exception):

@@ -1,4 +1,4 @@
-"""The training templates of a runbook (issue 25), a mixin of :class:`TemplateExecutor`.
+"""The training templates of a runbook (issue 25).
 
 ``training_move`` plans the GPU half (refused when some job could not keep its size,
 unless ``allow_waiting``), then asks every job with a host there to move, each through
@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         MovePlanInput,
         TrainingMoveActivities,
     )
-    from orchestrator.contracts.runbook import TaskState, Undo
+    from orchestrator.contracts.runbook import TaskState
     from orchestrator.contracts.runbook_undo import (
         HostsQuarantine,
         HostsQuarantineArgs,
@@ -36,19 +36,28 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.contracts.training_moves import MoveJobRequest, MoveJobResult, MoveOutcome
     from orchestrator.runbook.spec import Task
-    from workflows.runbook_steps import RETRY, SHORT, TaskFailed, cancellation, step_summary
-    from workflows.runbook_waits import WaitTemplates
+    from workflows.runbook_steps import (
+        RETRY,
+        SHORT,
+        StepContext,
+        TaskFailed,
+        cancellation,
+        step_summary,
+    )
 
-__all__ = ["TrainingTemplates"]
+__all__ = ["TrainingSteps"]
 
 #: a move is a checkpoint, a restart and the first steps on the new hosts
 _MOVE_CALL = timedelta(minutes=10)
 
 
-class TrainingTemplates(WaitTemplates):
-    records: dict[str, Undo]
+class TrainingSteps:
+    """Steps of training_move, hosts_quarantine and hosts_release, and their undo."""
 
-    async def _training_move(
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+
+    async def training_move(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         planned = await workflow.execute_activity_method(
@@ -74,8 +83,8 @@ class TrainingTemplates(WaitTemplates):
                     request=MoveJobRequest(
                         avoid_buildings=[args.building] if args.building else [],
                         avoid_hosts=args.hosts,
-                        reason=f"runbook {self.key_prefix}/{task.id}: off {where}",
-                        request_id=f"{self.key(task.id, step)}/{job}",
+                        reason=f"runbook {self.ctx.key_prefix}/{task.id}: off {where}",
+                        request_id=f"{self.ctx.key(task.id, step)}/{job}",
                     ),
                 ),
                 start_to_close_timeout=_MOVE_CALL,
@@ -92,18 +101,20 @@ class TrainingTemplates(WaitTemplates):
         if waiting and not args.allow_waiting:
             raise TaskFailed(f"no capacity to move {', '.join(waiting)}: {state.message}")
 
-    async def _hosts_quarantine(
+    async def hosts_quarantine(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         if not isinstance(state.undo, HostsRelease):
             hosts = await self._read_hosts(args)
             state.undo = HostsRelease(args=HostsReleaseArgs(hosts=hosts))
-        await self._quarantine_hosts(state.undo.args.hosts, args.reason, self.key(task.id, step))
+        await self._quarantine_hosts(
+            state.undo.args.hosts, args.reason, self.ctx.key(task.id, step)
+        )
 
-    async def _hosts_release(
+    async def hosts_release(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        recorded = self.records.get(task.id)
+        recorded = self.ctx.records.get(task.id)
         if isinstance(recorded, HostsRelease):
             hosts = list(recorded.args.hosts)  # exactly what the drain quarantined
         elif isinstance(state.undo, HostsQuarantine):
@@ -111,9 +122,9 @@ class TrainingTemplates(WaitTemplates):
         else:
             hosts = await self._read_hosts(args)
         state.undo = HostsQuarantine(args=HostsQuarantineArgs(hosts=hosts, reason=args.reason))
-        await self._release_hosts(hosts, self.key(task.id, step))
+        await self._release_hosts(hosts, self.ctx.key(task.id, step))
 
-    async def _undo_hosts(self, key: str, undo: HostsRelease | HostsQuarantine) -> None:
+    async def undo_hosts(self, key: str, undo: HostsRelease | HostsQuarantine) -> None:
         """Undo of a quarantine (release) or of a release (quarantine again)."""
         if isinstance(undo, HostsRelease):
             await self._release_hosts(undo.args.hosts, key)

@@ -1,9 +1,8 @@
 """Templates that wait or talk rather than change the fleet: wait_for,
-approval, notify and delay. A mixin of :class:`TemplateExecutor`."""
+approval, notify and delay."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,23 +17,23 @@ with workflow.unsafe.imports_passed_through():
         RETRY,
         SHORT,
         NothingToDo,
+        StepContext,
         TaskFailed,
         cancellation,
         check,
         step_summary,
     )
 
-__all__ = ["WaitTemplates"]
+__all__ = ["WaitSteps"]
 
 
-class WaitTemplates:
-    key_prefix: str
-    approved: Callable[[str], object | None]
+class WaitSteps:
+    """Steps of wait_for, approval, notify and delay."""
 
-    def key(self, task: str, step: int | str) -> str:
-        return f"{self.key_prefix}/{task}/{step}"
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
 
-    async def _wait_for(
+    async def wait_for(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         deadline = workflow.now() + timedelta(seconds=args.timeout)
@@ -47,26 +46,27 @@ class WaitTemplates:
                 raise TaskFailed(f"wait_for timed out: {result.message}")
             await workflow.sleep(args.poll_interval)
 
-    async def _approval(
+    async def approval(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         state.message = f"waiting for approval by one of {', '.join(args.approvers)}"
         try:
             await workflow.wait_condition(
-                lambda: self.approved(task.id) is not None, timeout=timedelta(seconds=args.timeout)
+                lambda: self.ctx.approved(task.id) is not None,
+                timeout=timedelta(seconds=args.timeout),
             )
         except TimeoutError:
             raise TaskFailed(f"no approval within {args.timeout:.0f}s") from None
-        state.message = f"approved: {self.approved(task.id)}"
+        state.message = f"approved: {self.ctx.approved(task.id)}"
 
-    async def _notify(
+    async def notify(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         if not args.url:
             raise NothingToDo("no url given: nobody was notified")
         await workflow.execute_activity_method(
             RunbookActivities.notify,
-            NotifyInput(url=str(args.url), message=args.message, key=self.key(task.id, step)),
+            NotifyInput(url=str(args.url), message=args.message, key=self.ctx.key(task.id, step)),
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
@@ -74,9 +74,7 @@ class WaitTemplates:
             cancellation_type=cancellation(),
         )
 
-    async def _delay(
-        self, task: Task, args: Any, state: TaskState, point: float, step: int
-    ) -> None:
+    async def delay(self, task: Task, args: Any, state: TaskState, point: float, step: int) -> None:
         if args.as_activity:
             await workflow.execute_activity_method(
                 RunbookActivities.hold,

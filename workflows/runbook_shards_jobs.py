@@ -1,5 +1,5 @@
 """Templates whose steps act on a set read from the fleet (kv primaries, batch
-jobs), and the drain records a restore puts back. A mixin of :class:`TemplateExecutor`.
+jobs), and the drain records a restore puts back.
 
 The set is read once, before the first mutation, and kept in the task's state:
 an activity that read it itself, retried after a partial apply, would find a
@@ -10,14 +10,14 @@ leave the rest behind).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.runbook import JobsInput, RunbookActivities, ShardStepInput
-    from orchestrator.contracts.runbook import TaskState, Undo
+    from orchestrator.contracts.runbook import TaskState
     from orchestrator.contracts.runbook_undo import (
         JobUpdate,
         JobUpdateArgs,
@@ -25,35 +25,28 @@ with workflow.unsafe.imports_passed_through():
         ShardReturnArgs,
     )
     from orchestrator.runbook.spec import Task
-    from workflows.runbook_steps import RETRY, SHORT, cancellation, step_summary
-    from workflows.runbook_waits import WaitTemplates
+    from workflows.runbook_steps import RETRY, SHORT, StepContext, cancellation, step_summary
 
-__all__ = ["StateTemplates"]
-
-#: a kind of undo record
-Kind = TypeVar("Kind", bound=Undo)
+__all__ = ["ShardAndJobSteps"]
 
 
-class StateTemplates(WaitTemplates):
+class ShardAndJobSteps:
+    """Steps of shard_shift and job_update."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+
     #: restore task id -> what its drain recorded (set at start-up of a restore)
-    records: dict[str, Undo]
     #: read targets before mutating (False only when replaying an older history)
-    read_first: bool
 
-    def _recorded(self, task_id: str, kind: type[Kind]) -> Kind | None:
-        """The drain's record for this restore task, if it is of ``kind`` (the caller
-        checks that it is about the same resource as the task)."""
-        found = self.records.get(task_id)
-        return found if isinstance(found, kind) else None
-
-    async def _shard_shift(
+    async def shard_shift(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
-        if args.direction == "out" and self.read_first:
+        if args.direction == "out" and self.ctx.read_first:
             await self._shards_out(task, args, state, point, step)
             return
         moved = list(state.undo.args.moved) if isinstance(state.undo, ShardReturn) else []
-        recorded = self._recorded(task.id, ShardReturn)
+        recorded = self.ctx.recorded(task.id, ShardReturn)
         if args.direction == "in" and recorded is not None and recorded.args.region == args.region:
             moved = list(recorded.args.moved)
         result = await workflow.execute_activity_method(
@@ -65,7 +58,7 @@ class StateTemplates(WaitTemplates):
                 peers=args.peers,
                 target_ratio=point * args.ratio,
                 moved=moved,
-                key=self.key(task.id, step),
+                key=self.ctx.key(task.id, step),
             ),
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -114,7 +107,7 @@ class StateTemplates(WaitTemplates):
                 target_ratio=point * args.ratio,
                 moved=moved,
                 shards=chosen,
-                key=self.key(task.id, step),
+                key=self.ctx.key(task.id, step),
             ),
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -123,15 +116,15 @@ class StateTemplates(WaitTemplates):
             cancellation_type=cancellation(),
         )
 
-    async def _job_update(
+    async def job_update(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
         flipped: Literal["start", "stop"] = "start" if args.operation == "stop" else "stop"
         jobs, region = list(args.jobs), args.region
-        recorded = self._recorded(task.id, JobUpdate)
+        recorded = self.ctx.recorded(task.id, JobUpdate)
         if recorded is not None and recorded.args.operation == args.operation:
             jobs, region = list(recorded.args.jobs), None  # exactly those, even none
-        elif self.read_first and not jobs and region is not None:
+        elif self.ctx.read_first and not jobs and region is not None:
             if not isinstance(state.undo, JobUpdate):
                 listed = await workflow.execute_activity_method(
                     RunbookActivities.read_jobs,
@@ -147,7 +140,7 @@ class StateTemplates(WaitTemplates):
         jobs = await workflow.execute_activity_method(
             RunbookActivities.update_jobs,
             JobsInput(
-                operation=args.operation, jobs=jobs, region=region, key=self.key(task.id, step)
+                operation=args.operation, jobs=jobs, region=region, key=self.ctx.key(task.id, step)
             ),
             start_to_close_timeout=SHORT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
