@@ -32,8 +32,10 @@ from workflows.runbook import RunbookWorkflow
 
 pytestmark = pytest.mark.server  # HAProxy, backends, Prometheus and the Temporal dev server
 
-#: both regions hold 100 rps: either carries all of it alone
-OFFERED_RPS = 40.0
+#: both regions hold 100 rps: either carries all of it alone, with room for the Python
+#: backends to run slow on a loaded machine (at 40 rps and a load of 8 on 2 cores, west
+#: alone refused some of the requests sent to check it: a full queue, HAProxy's 503)
+OFFERED_RPS = 20.0
 
 DRAIN = """
 name: haproxy-prom-drain
@@ -81,7 +83,8 @@ async def regions_reached(plane: HAProxyDataPlane, count: int = 100) -> set[str]
             await client.get(f"{plane.pop_url('p1')}/edge/p1", params={"user": f"check-{i}"})
             for i in range(count)
         ]
-    assert all(a.status_code == 200 for a in answers), [a.text for a in answers[:3]]
+    failed = [(a.status_code, a.text[:80]) for a in answers if a.status_code != 200]
+    assert not failed, failed[:3]
     return {a.json()["region"] for a in answers}
 
 
