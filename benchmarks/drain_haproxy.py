@@ -249,6 +249,10 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             cpu.start()
             health = await fleet.health(drain.BASELINE_S)
             out["baseline"] = drain.window_summary(health, REGION)
+            out["baseline"]["max_utilization"] = max(
+                (r["utilization"] or 0.0 for r in out["baseline"]["regions"].values() if r),
+                default=None,
+            )
             out["baseline"]["cpu"] = cpu_summary(cpu.stop(), served(out["baseline"]))
             out["load_average_at_baseline"] = load_average()
             schedule = drain.shortest_safe_schedule(await fleet.topology(), health, REGION)
@@ -357,6 +361,8 @@ def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
     return {
         "served_rps_baseline": spread(each("baseline.cpu.served_rps"), "min"),
+        "baseline_5xx": spread(each("baseline.errors_5xx"), "max"),
+        "baseline_max_utilization": spread(each("baseline.max_utilization"), "max"),
         "paced_ratio_to_shortest_safe": spread(each("paced_drain.ratio_to_shortest_safe"), "max"),
         "paced_drain_caused_5xx": spread(each("paced_drain.drain_caused_5xx"), "max"),
         "paced_5xx": spread(each("paced_drain.window.errors_5xx"), "max"),
@@ -424,6 +430,12 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
                 agg["served_rps_baseline"]["worst"],
                 "rps",
                 Target.at_least(0.95 * offered, f">= 95% of {offered:g} rps offered"),
+            ),
+            claim(
+                f"5xx before the drain, at the receivers' pre-drain utilization ({worst})",
+                agg["baseline_5xx"]["worst"],
+                "requests",
+                Target.equal(0.0, "0 (in 10 s)"),
             ),
             flag(
                 f"paced drains and restores completed ({n} trials)",
