@@ -124,3 +124,19 @@ def gate_to_decision(report: RunbookReport, changes: list[tuple[float, int]]) ->
         "max_s": max(delays) if delays else None,
         "map_poll_s": MAP_POLL_S,
     }
+
+
+def occupancy(
+    counters: dict[str, dict[str, int]], seconds: float, slots: dict[str, int]
+) -> dict[str, float]:
+    """``service/region`` -> the share of its ``maxconn`` slots held on average: requests per
+    second x HAProxy's mean response time / slots. The lab's own utilization counts only the
+    modelled service time; a slot is held for the whole response (dependencies, event-loop
+    lag too). ``rtime`` is the mean of the last 1,024 requests: the window's end, not all of it.
+    """
+    out = {}
+    for key, c in counters.items():
+        service = key.split("/")[0]
+        if seconds > 0 and service in slots:
+            out[key] = round(c["stot"] / seconds * c["rtime"] / 1000.0 / slots[service], 3)
+    return out

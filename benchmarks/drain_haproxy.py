@@ -19,9 +19,14 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
   (the region backends' own, so without HAProxy's queue time) and utilization;
 * the naive all-at-once drain's 5xx and receivers' p99, after the receivers forgot the
   drained region's buckets (cold again), as in drain.py;
-* CPU from ``/proc/<pid>/stat`` over the pre-drain window and over the paced drain:
+* CPU from ``/proc/<pid>/stat`` over the 10 s pre-drain window and over the paced drain:
   HAProxy, the region backends, Locust, the lab's API and this process (worker,
   rebalancer, Temporal dev server); HAProxy's as cores per 1,000 rps served;
+* from HAProxy's own counters (admin socket, ``show stat``) over the same windows: where
+  each 5xx came from (HAProxy refusing, ``econ``: queue full or timed out; or the backend)
+  and each server's slot occupancy, requests/s x mean response time / ``maxconn``: the
+  lab's utilization counts only the modelled service time, a slot is held for the whole
+  response (the dependency calls and the backend's event-loop lag too);
 * gate-to-decision: every passing gate reading of the paced drain (its ``at``, the
   workflow's time when the reading reached it) to the next change of the drained
   region's bucket count in HAProxy's live map, which this process polls every 100 ms over
@@ -65,7 +70,13 @@ from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import drain  # noqa: E402
-from benchmarks._haproxy_watch import MapWatch, counters_between, gate_to_decision, refusals  # noqa: E402
+from benchmarks._haproxy_watch import (  # noqa: E402
+    MapWatch,
+    counters_between,
+    gate_to_decision,
+    occupancy,
+    refusals,
+)
 from benchmarks._lab_process import CLI, free_port, open_env, wait_healthy  # noqa: E402
 from benchmarks._proc_cpu import CpuWindow, descendants, load_average  # noqa: E402
 
@@ -133,6 +144,7 @@ class HAProxyLab:
     """``lab serve --data-plane haproxy`` and ``lab traffic``, each its own process group."""
 
     def __init__(self, workdir: Path, rps: float) -> None:
+        self.rps = rps
         path = workdir / "lab.yaml"
         path.write_text(yaml.safe_dump(lab_config(rps)))
         self.env = open_env()
@@ -187,6 +199,29 @@ class HAProxyLab:
             if process is not None:
                 stop_group(process, timeout_s=20.0)
         self.log.close()
+
+
+async def snapshot(lab: HAProxyLab) -> tuple[float, dict[str, dict[str, int]]]:
+    assert lab.directory is not None
+    return time.monotonic(), await asyncio.to_thread(refusals, lab.directory)
+
+
+def haproxy_window(
+    first: tuple[float, dict[str, Any]], last: tuple[float, dict[str, Any]], rps: float
+) -> dict[str, Any]:
+    """HAProxy's counters between two snapshots and the slot occupancy they imply."""
+    seconds = last[0] - first[0]
+    counts = counters_between(first[1], last[1])
+    pools = lab_config(rps)["regions"][0]["services"]
+    slots = {s: pools[s]["slots"] for s in ("web", "sessions")}
+    occupied = occupancy(counts, seconds, slots)
+    receivers = [v for k, v in occupied.items() if k.startswith("web/") and k != f"web/{REGION}"]
+    return {
+        "seconds": round(seconds, 1),
+        "servers": counts,
+        "slot_occupancy": occupied,
+        "receivers_max_web_slot_occupancy": max(receivers) if receivers else None,
+    }
 
 
 def cpu_summary(cores: dict[str, float], served_rps: float) -> dict[str, Any]:
@@ -247,8 +282,11 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             await asyncio.sleep(drain.WARMUP_S)
             cpu = CpuWindow(lab.cpu_groups())
             cpu.start()
+            first = await snapshot(lab)
+            await asyncio.sleep(drain.BASELINE_S)  # CPU and counters over the health window
             health = await fleet.health(drain.BASELINE_S)
             out["baseline"] = drain.window_summary(health, REGION)
+            out["baseline"]["haproxy"] = haproxy_window(first, await snapshot(lab), lab.rps)
             out["baseline"]["max_utilization"] = max(
                 (r["utilization"] or 0.0 for r in out["baseline"]["regions"].values() if r),
                 default=None,
@@ -262,19 +300,18 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             paced_book, restore_book = drain.write_runbooks(workdir, k, paced=True)
             cpu = CpuWindow(lab.cpu_groups())
             cpu.start()
-            counted = await asyncio.to_thread(refusals, lab.directory)
+            first = await snapshot(lab)
             started = time.monotonic()
             with MapWatch(lab.directory, REGION) as watch:
                 report = await drain.run_runbook(client, queue, paced_book, "drain-paced")
                 took = time.monotonic() - started
                 cores = cpu.stop()
+                last = await snapshot(lab)
                 await asyncio.sleep(1.0)  # the map as it stands after the drain's last step
             paced = drain._report_summary(report)
             paced["window"] = drain.window_summary(await fleet.health(took), REGION)
             paced["cpu"] = cpu_summary(cores, served(paced["window"]))
-            paced["haproxy_counters"] = counters_between(
-                counted, await asyncio.to_thread(refusals, lab.directory)
-            )
+            paced["haproxy"] = haproxy_window(first, last, lab.rps)
             paced["ratio_to_shortest_safe"] = round(
                 paced["duration_s"] / schedule["shortest_safe_s"], 3
             )
@@ -295,7 +332,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             before = drain.window_summary(await fleet.health(drain.BASELINE_S), REGION)
             out["baseline_before_naive"] = before
             naive_book, _ = drain.write_runbooks(workdir, k, paced=False)
-            counted = await asyncio.to_thread(refusals, lab.directory)
+            first = await snapshot(lab)
             started = time.monotonic()
             try:
                 naive = drain._report_summary(
@@ -308,9 +345,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
                 await fleet.health(time.monotonic() - started), REGION
             )
             naive["drain_caused_5xx"] = round(drain_caused(before, naive["window"]), 1)
-            naive["haproxy_counters"] = counters_between(
-                counted, await asyncio.to_thread(refusals, lab.directory)
-            )
+            naive["haproxy"] = haproxy_window(first, await snapshot(lab), lab.rps)
             naive["receivers_max_utilization"] = receivers_utilization(naive["window"])
             out["naive_drain"] = naive
             out["load_average_at_end"] = load_average()
@@ -371,6 +406,12 @@ def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
         "naive_drain_caused_5xx": spread(each("naive_drain.drain_caused_5xx"), "min"),
         "naive_error_rate_5xx": spread(each("naive_drain.window.error_rate_5xx"), "min"),
         "naive_receivers_p99_ms": spread(each("naive_drain.window.receivers_max_p99_ms"), "min"),
+        "baseline_max_web_slot_occupancy": spread(
+            each("baseline.haproxy.receivers_max_web_slot_occupancy"), "max"
+        ),
+        "paced_receivers_web_slot_occupancy": spread(
+            each("paced_drain.haproxy.receivers_max_web_slot_occupancy"), "max"
+        ),
         "haproxy_cores_per_1000_rps": spread(
             each("baseline.cpu.haproxy_cores_per_1000_rps"), "max"
         ),
