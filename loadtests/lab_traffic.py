@@ -73,8 +73,12 @@ class LabUser(FastHttpUser):
         if not _started:
             _started.append(time.monotonic())
         self.pop = _order[index % len(_order)]
-        self.rng = random.Random(index)
-        self.user_ids = [f"{self.pop}-{index}-{k}" for k in range(_IDS)]
+        # With --processes every worker counts its users from 0: the worker's index keeps
+        # their end users (and so their buckets) apart; worker 0 keeps the one-process ids.
+        worker = int(getattr(self.environment.runner, "worker_index", 0) or 0)
+        self.rng = random.Random(index + 1_000_003 * worker)
+        owner = f"{index}" if worker == 0 else f"w{worker}-{index}"
+        self.user_ids = [f"{self.pop}-{owner}-{k}" for k in range(_IDS)]
         self.services = list(_MIX)
         self.service_weights = [_MIX[s] for s in self.services]
 

@@ -155,6 +155,13 @@ def traffic(
     shift_weights: str | None = typer.Option(
         None, "--shift-weights", help='The mix after --shift-after, e.g. "lon=3,fra=2,nyc=1".'
     ),
+    processes: int = typer.Option(
+        1,
+        "--processes",
+        min=1,
+        help="Locust worker processes sharing the users (one process tops out at a few "
+        "hundred rps of CPU).",
+    ),
 ) -> None:
     """Run Locust headless in its own process: users spread over PoPs by demand weight."""
     if not locustfile.is_file():
@@ -207,15 +214,29 @@ def traffic(
         "--only-summary",
         "--stop-timeout",
         "5",
+        *(_processes_args(processes) if processes > 1 else []),
     ]
     until = f"for {duration:g}s" if duration is not None else "until stopped"
-    console.print(f"locust: {count} users, {rps:g} rps total {until} against {lab}")
+    console.print(
+        f"locust: {count} users in {processes} process(es), {rps:g} rps total {until} against {lab}"
+    )
     code = _run_until_signal(command, env)
     if code == 130:
         raise typer.Exit(130)  # stopped by a signal, as asked: Locust is stopped too
     # Locust exits 1 when any request failed; with a lab you can hurt that is expected.
     if code not in (0, 1):
         fail(f"locust exited with status {code}", code)
+
+
+def _processes_args(processes: int) -> list[str]:
+    """Locust's workers in ``processes`` forks, talking to their master on a free port:
+    the default 5557 is taken by any other multi-process Locust on the machine."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    return ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
 
 
 def _run_until_signal(command: list[str], env: dict[str, str]) -> int:

@@ -152,6 +152,38 @@ class TestTraffic:
         assert pops["p1"].error_rate == 0.0
         assert sum(r.samples for r in health.regions) == sum(p.samples for p in pops.values())
 
+    def test_several_locust_processes_share_the_rate(self, served: Served) -> None:
+        """``--processes 2``: Locust's workers each run half the users, and together
+        offer the asked rate (one process tops out at a few hundred rps of CPU)."""
+        done = sp.run(
+            [
+                sys.executable,
+                "-c",
+                "from orchestrator.cli import app; app()",
+                "lab",
+                "traffic",
+                "--rps",
+                "20",
+                "--duration",
+                "6",
+                "--processes",
+                "2",
+                "--lab",
+                served.url,
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        assert "in 2 process(es)" in done.stdout.decode()
+        answer = httpx.get(f"{served.url}/v1/health", params={"window_s": 60}, timeout=10)
+        health = HealthReport.model_validate(answer.json())
+        total = sum(p.samples for p in health.pops)
+        # 20 rps for 6 s is 120; one worker's half of the users could send 60 at most
+        assert total >= 80
+        assert sum(r.samples for r in health.regions) == total
+
 
 class TestPrometheusTargets:
     """/healthz tells the user what a Prometheus scrapes, and the scrape config is written."""

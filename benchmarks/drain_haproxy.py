@@ -1,0 +1,562 @@
+"""The paced drain, its restore and the naive drain through a real HAProxy at 1,200 rps.
+
+The same experiment as ``benchmarks/drain.py`` (its docstring has the shortest safe
+schedule, ``k_min x warm_after_s``, and the targets), with the lab's data plane being
+HAProxy (``orchestrator lab serve --data-plane haproxy``: a frontend per PoP, a live
+routing map the adapter writes, a uvicorn backend per region, capacity as ``maxconn``
+/ ``maxqueue``) and 8x the traffic: Locust (``orchestrator lab traffic --processes 2``,
+FastHttpUser, one user per rps) offers 1,200 rps. The lab is drain.py's with a fourth
+region and pools sized so the web utilizations are drain.py's (48% before the drain, 64%
+warm after it, k_min = 3 at the full rate; see ``POOLS``). Each trial starts a fresh lab
+and Locust; one Temporal dev server, and per trial a worker and a TrafficRebalanceWorkflow
+(the only writer of the map), run here. The gates, SLO (800 ms) and target (75%) are
+drain.py's.
+
+Measured per trial, medians and worst over ``--trials`` (default 3):
+
+* the paced drain's duration / the shortest safe schedule; its 5xx against the same
+  lab's rate before it (drain-caused = the excess over that rate); the receivers' p99
+  (the region backends' own, so without HAProxy's queue time) and utilization;
+* the naive all-at-once drain's 5xx and receivers' p99, after the receivers forgot the
+  drained region's buckets (cold again), as in drain.py;
+* CPU from ``/proc/<pid>/stat`` over the 10 s pre-drain window and over the paced drain:
+  HAProxy, the region backends, Locust, the lab's API and this process (worker,
+  rebalancer, Temporal dev server); HAProxy's as cores per 1,000 rps served;
+* from HAProxy's own counters (admin socket, ``show stat``) over the same windows: where
+  each 5xx came from (HAProxy refusing, ``econ``: queue full or timed out; or the backend)
+  and each server's slot occupancy, requests/s x mean response time / ``maxconn``: the
+  lab's utilization counts only the modelled service time, a slot is held for the whole
+  response (the dependency calls and the backend's event-loop lag too);
+* gate-to-decision: every passing gate reading of the paced drain (its ``at``, the
+  workflow's time when the reading reached it) to the next change of the drained
+  region's bucket count in HAProxy's live map, which this process polls every 100 ms over
+  the admin socket. That is the orchestrator's decision made effective (the step's
+  override, the rebalancer's next 1 s epoch, the map write), to +-0.1 s. It does not
+  include the wait before the gate (``warm_after_s``) nor the 5 s metric window.
+
+    python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~4.5 min/trial)
+
+Results (results/drain_haproxy.json, 3 trials, 03:23-03:37 UTC 2026-12-06, a 2-core machine
+shared with two other sessions' tests: load average 2.4-10.7 over the trials). The claims do
+not hold here. Before the drain: 966-1,210 rps served of 1,200 offered, 0/51/0 5xx in 10 s
+at 49-60% reported utilization. Paced drains (k_min 4, 2, 4): all three rolled back on the
+gates (receivers' error rate > 1%), at 1.3-4.1x the shortest safe schedule, with 169-2,346
+5xx (0.45-3.4%), every one HAProxy's ``econ`` (queue full: ``maxqueue`` = 4 x slots); the
+receivers' p99 stayed at 311-347 ms (SLO 800) and their reported utilization at 50-62%.
+The naive drain was worse in every trial: 9.6-16.4% 5xx. Restores completed.
+Why: a web slot is held for HAProxy's ``rtime``, 113-161 ms, where the capacity model
+counts 80 ms (the slot stays held through the cache and kv calls, 12 ms, and the backend's
+event-loop lag on the loaded CPUs), so slot occupancy read 73-81% before the drain and
+81-88% at its end (~99-104% in the naive drain) while the lab reported 50-62%.
+CPU per 1,000 rps served, pre-drain: HAProxy 0.17-0.22 cores (0.21-0.25 during the drain,
+with the 10 Hz map poll), region backends 0.56-0.65, Locust (2 processes) 0.26-0.28, the
+lab's fleet API 0.11-0.12. Gate-to-decision: 0.93-1.49 s (median of trials 1.21 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from orchestrator import registry
+from orchestrator.config import Settings
+from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput
+from orchestrator.fleet.http import HttpFleet
+from orchestrator.processes import spawn, stop_group
+from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from workflows.rebalancer import TrafficRebalanceWorkflow
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import drain  # noqa: E402
+from benchmarks._haproxy_watch import (  # noqa: E402
+    MapWatch,
+    counters_between,
+    gate_to_decision,
+    occupancy,
+    refusals,
+)
+from benchmarks._lab_process import CLI, free_port, open_env, wait_healthy  # noqa: E402
+from benchmarks._proc_cpu import CpuWindow, descendants, load_average  # noqa: E402
+
+SUITE_TIMEOUT_S = 1500.0
+RESULTS = Path(__file__).parent / "results" / "drain_haproxy.json"
+REGION = drain.REGION
+TRAFFIC_RPS = 1200.0
+LOCUST_PROCESSES = 2
+TRIALS = 3
+#: each Locust user's rate (``lab traffic``'s default is 2, too close to a stalled p99)
+USER_RPS = 1.0
+#: A fourth region: a drain moves a quarter of the traffic onto three receivers, not a
+#: third onto two. A region backend is one Python process, whose CPU per request (not its
+#: slots) limits it: with three regions a receiver went from ~370 to ~575 rps and its
+#: HAProxy queue filled (every 5xx was HAProxy's ``econ``) on this shared 2-core machine.
+#: Four regions keep a receiver at ~400 rps after the drain.
+FOURTH: dict[str, Any] = {
+    "name": "eu-central",
+    "buildings": ["euc-a", "euc-b"],
+    "rtt_ms": {"nyc": 85, "chi": 100, "sfo": 150, "sea": 150, "lon": 15, "fra": 5},
+    "inter_region_rtt_ms": {"us-east": 90, "us-west": 150, "eu-west": 15},
+}
+#: per region at 1,200 rps. web: 40 slots x 80 ms = 500 rps, so its 240 rps (80% of a
+#: quarter of the traffic) is 48% before the drain, 64% warm after it, and the naive drain's
+#: cold surge (a third of 240 rps at 3x on each receiver) ~96%: drain.py's proportions,
+#: which give k_min = 3. The queue is 4 x slots, as in drain.py.
+POOLS = {
+    "web": {"slots": 40, "queue_limit": 160},
+    "sessions": {"slots": 20, "queue_limit": 80},
+    "cache": {"slots": 128, "queue_limit": 512},
+    "kv": {"slots": 128, "queue_limit": 512},
+}
+#: drain.py's 10 s would make a third of the requests cold before any drain here: the
+#: Python lab evicts a bucket's cache once the bucket has been routed *away* that long,
+#: the HAProxy lab's region backend once it has been *idle* that long (it does not see the
+#: map). At 1,200 rps over 6 PoPs x 1,024 buckets a bucket sees a request every ~5 s, so
+#: e^-2 = 14% of its gaps pass 10 s, each starting up to 6 s of cold requests: a first trial
+#: read 60% web utilization before the drain where the warm load is 40%. Past 60 s idle
+#: (e^-12 of the gaps) only buckets that really left are cold.
+EVICT_AFTER_S = 60.0
+
+
+def lab_config(rps: float = TRAFFIC_RPS) -> dict[str, Any]:
+    """drain.py's lab with a fourth region and its pools sized for ``rps``."""
+    config = drain.lab_config()
+    config["cold"]["evict_after_s"] = EVICT_AFTER_S
+    factor = rps / TRAFFIC_RPS
+    fourth = dict(config["regions"][0], name=FOURTH["name"], buildings=FOURTH["buildings"])
+    fourth.pop("building_shares", None)
+    config["regions"].append(fourth)
+    for region in config["regions"]:
+        region.pop("building_shares", None)
+        region["services"] = {k: dict(v) for k, v in region["services"].items()}
+        for name, pool in POOLS.items():
+            region["services"][name].update({k: max(1, round(v * factor)) for k, v in pool.items()})
+    for pop in config["pops"]:
+        pop["rtt_ms"][FOURTH["name"]] = FOURTH["rtt_ms"][pop["name"]]
+    for other, rtt in FOURTH["inter_region_rtt_ms"].items():
+        config["inter_region_rtt_ms"].setdefault(other, {})[FOURTH["name"]] = rtt
+    config["shards"]["kv"][FOURTH["name"]] = 4
+    return config
+
+
+class HAProxyLab:
+    """``lab serve --data-plane haproxy`` and ``lab traffic``, each its own process group."""
+
+    def __init__(self, workdir: Path, rps: float) -> None:
+        self.rps = rps
+        path = workdir / "lab.yaml"
+        path.write_text(yaml.safe_dump(lab_config(rps)))
+        self.env = open_env()
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = (workdir / "lab.log").open("ab")
+        self.server = spawn(
+            [*CLI, "lab", "serve", "--data-plane", "haproxy", "--port", str(port)]
+            + ["--config", str(path)],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.traffic: subprocess.Popen[bytes] | None = None
+        self.pids: dict[str, int] = {}
+        self.directory: Path | None = None
+
+    def wait_ready(self) -> None:
+        wait_healthy(self.url, timeout_s=90.0)
+        self.pids = httpx.get(f"{self.url}/healthz", timeout=10.0).json()["pids"]
+        # HAProxy runs as ``haproxy -db -f <dir>/haproxy.cfg``: its admin socket and map
+        # are next to the config.
+        args = Path(f"/proc/{self.pids['haproxy']}/cmdline").read_bytes().split(b"\0")
+        self.directory = Path(args[args.index(b"-f") + 1].decode()).parent
+
+    def start_traffic(self, rps: float, duration_s: float) -> None:
+        self.traffic = spawn(
+            [*CLI, "lab", "traffic", "--lab", self.url, "--rps", str(rps)]
+            + ["--duration", str(duration_s), "--processes", str(LOCUST_PROCESSES)]
+            # a user waits for each answer: at 1 rps a user keeps its rate up to 1 s latency
+            + ["--users", str(max(1, round(rps / USER_RPS)))],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def cpu_groups(self) -> dict[str, list[int]]:
+        backends = [pid for name, pid in self.pids.items() if name != "haproxy"]
+        locust = descendants(self.traffic.pid) if self.traffic else []
+        lab = descendants(self.server.pid)
+        ours = [p for p in descendants(os.getpid()) if p not in lab and p not in locust]
+        return {
+            "haproxy": [self.pids["haproxy"]],
+            "backends": backends,
+            "locust": locust,
+            "lab_api": [self.server.pid],
+            "orchestrator": ours,
+        }
+
+    def stop(self) -> None:
+        for process in (self.traffic, self.server):
+            if process is not None:
+                stop_group(process, timeout_s=20.0)
+        self.log.close()
+
+
+async def snapshot(lab: HAProxyLab) -> tuple[float, dict[str, dict[str, int]]]:
+    assert lab.directory is not None
+    return time.monotonic(), await asyncio.to_thread(refusals, lab.directory)
+
+
+def haproxy_window(
+    first: tuple[float, dict[str, Any]], last: tuple[float, dict[str, Any]], rps: float
+) -> dict[str, Any]:
+    """HAProxy's counters between two snapshots and the slot occupancy they imply."""
+    seconds = last[0] - first[0]
+    counts = counters_between(first[1], last[1])
+    pools = lab_config(rps)["regions"][0]["services"]
+    slots = {s: pools[s]["slots"] for s in ("web", "sessions")}
+    occupied = occupancy(counts, seconds, slots)
+    receivers = [v for k, v in occupied.items() if k.startswith("web/") and k != f"web/{REGION}"]
+    return {
+        "seconds": round(seconds, 1),
+        "servers": counts,
+        "slot_occupancy": occupied,
+        "receivers_max_web_slot_occupancy": max(receivers) if receivers else None,
+    }
+
+
+def cpu_summary(cores: dict[str, float], served_rps: float) -> dict[str, Any]:
+    per = {f"{k}_cores_per_1000_rps": round(v / served_rps * 1000, 4) for k, v in cores.items()}
+    return {"cores": cores, "served_rps": round(served_rps, 1), **per} if served_rps else {}
+
+
+def served(window: dict[str, Any]) -> float:
+    return sum(r["rps"] for r in window["regions"].values() if r is not None)
+
+
+def drain_caused(before: dict[str, Any], during: dict[str, Any]) -> float:
+    """5xx in the drain's window beyond what the pre-drain rate would have given."""
+    expected = (before["error_rate_5xx"] or 0.0) * during["requests"]
+    return max(0.0, during["errors_5xx"] - expected)
+
+
+def receivers_utilization(window: dict[str, Any]) -> float | None:
+    values = [
+        r["utilization"]
+        for name, r in window["regions"].items()
+        if name != REGION and r is not None and r["utilization"] is not None
+    ]
+    return max(values) if values else None
+
+
+async def trial(client: Client, workdir: Path, rps: float) -> dict[str, Any]:
+    lab = HAProxyLab(workdir, rps)
+    try:
+        await asyncio.to_thread(lab.wait_ready)
+        lab.start_traffic(rps, 900.0)
+        return await _trial(client, lab, workdir, f"bench-{uuid.uuid4().hex[:8]}")
+    finally:
+        lab.stop()
+
+
+async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> dict[str, Any]:
+    fleet = HttpFleet(lab.url)
+    settings = Settings(task_queue=queue, fleet_url=lab.url, state_dir=workdir / "state")
+    ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=registry.workflows(),
+        activities=registry.activities(ctx),
+    )
+    out: dict[str, Any] = {}
+    assert lab.directory is not None
+    async with worker:
+        rebalancer = await client.start_workflow(
+            TrafficRebalanceWorkflow.run,
+            RebalancerInput(epoch_s=1.0, window_s=5),
+            id=REBALANCER_ID,
+            task_queue=queue,
+        )
+        try:
+            await drain._trusted_epoch(rebalancer)
+            await asyncio.sleep(drain.WARMUP_S)
+            cpu = CpuWindow(lab.cpu_groups())
+            cpu.start()
+            first = await snapshot(lab)
+            await asyncio.sleep(drain.BASELINE_S)  # CPU and counters over the health window
+            health = await fleet.health(drain.BASELINE_S)
+            out["baseline"] = drain.window_summary(health, REGION)
+            out["baseline"]["haproxy"] = haproxy_window(first, await snapshot(lab), lab.rps)
+            out["baseline"]["max_utilization"] = max(
+                (r["utilization"] or 0.0 for r in out["baseline"]["regions"].values() if r),
+                default=None,
+            )
+            out["baseline"]["cpu"] = cpu_summary(cpu.stop(), served(out["baseline"]))
+            out["load_average_at_baseline"] = load_average()
+            schedule = drain.shortest_safe_schedule(await fleet.topology(), health, REGION)
+            out["shortest_safe_schedule"] = schedule
+            k = schedule["k_min"]
+
+            paced_book, restore_book = drain.write_runbooks(workdir, k, paced=True)
+            cpu = CpuWindow(lab.cpu_groups())
+            cpu.start()
+            first = await snapshot(lab)
+            started = time.monotonic()
+            with MapWatch(lab.directory, REGION) as watch:
+                report = await drain.run_runbook(client, queue, paced_book, "drain-paced")
+                took = time.monotonic() - started
+                cores = cpu.stop()
+                last = await snapshot(lab)
+                await asyncio.sleep(1.0)  # the map as it stands after the drain's last step
+            paced = drain._report_summary(report)
+            paced["window"] = drain.window_summary(await fleet.health(took), REGION)
+            paced["cpu"] = cpu_summary(cores, served(paced["window"]))
+            paced["haproxy"] = haproxy_window(first, last, lab.rps)
+            paced["ratio_to_shortest_safe"] = round(
+                paced["duration_s"] / schedule["shortest_safe_s"], 3
+            )
+            paced["drain_caused_5xx"] = round(drain_caused(out["baseline"], paced["window"]), 1)
+            paced["receivers_max_utilization"] = receivers_utilization(paced["window"])
+            paced["gate_to_decision"] = gate_to_decision(report, watch.changes)
+            paced["map_changes"] = [
+                (round(t - watch.changes[0][0], 2), c) for t, c in watch.changes
+            ]
+            out["paced_drain"] = paced
+            out["paced_restore"] = drain._report_summary(
+                await drain.run_runbook(
+                    client, queue, restore_book, "restore", restore_of=report.workflow_id
+                )
+            )
+
+            await asyncio.sleep(EVICT_AFTER_S + 2.0)  # the receivers cold again
+            before = drain.window_summary(await fleet.health(drain.BASELINE_S), REGION)
+            out["baseline_before_naive"] = before
+            naive_book, _ = drain.write_runbooks(workdir, k, paced=False)
+            first = await snapshot(lab)
+            started = time.monotonic()
+            try:
+                naive = drain._report_summary(
+                    await drain.run_runbook(client, queue, naive_book, "drain-naive")
+                )
+            except WorkflowFailureError as exc:
+                naive = {"outcome": f"failed: {exc.cause}"}
+            await asyncio.sleep(drain.HOLD_S)
+            naive["window"] = drain.window_summary(
+                await fleet.health(time.monotonic() - started), REGION
+            )
+            naive["drain_caused_5xx"] = round(drain_caused(before, naive["window"]), 1)
+            naive["haproxy"] = haproxy_window(first, await snapshot(lab), lab.rps)
+            naive["receivers_max_utilization"] = receivers_utilization(naive["window"])
+            out["naive_drain"] = naive
+            out["load_average_at_end"] = load_average()
+        finally:
+            await rebalancer.terminate("benchmark trial over")
+            await fleet.aclose()
+    out["verdicts"] = verdicts(out)
+    return out
+
+
+def verdicts(out: dict[str, Any]) -> dict[str, bool]:
+    paced, naive = out["paced_drain"], out["naive_drain"]
+    paced_p99 = paced["window"]["receivers_max_p99_ms"]
+    util = paced["receivers_max_utilization"]
+    return {
+        "paced_drain_completed": paced["outcome"] == "completed",
+        "paced_within_1_25x_shortest_safe": paced["ratio_to_shortest_safe"] <= 1.25,
+        "paced_no_drain_caused_5xx": paced["drain_caused_5xx"] == 0,
+        "paced_receivers_p99_under_slo": paced_p99 is not None and paced_p99 < drain.SLO_P99_MS,
+        "paced_receivers_under_80pct": util is not None and util < 0.8,
+        "restore_completed": out["paced_restore"]["outcome"] == "completed",
+        # rates, as drain.py compares them: the naive window is ~12 s, the paced one 25-60 s
+        "naive_worse": (naive["window"]["error_rate_5xx"] or 0.0)
+        > (paced["window"]["error_rate_5xx"] or 0.0)
+        or (naive["window"]["receivers_max_p99_ms"] or 0.0) >= drain.SLO_P99_MS,
+    }
+
+
+def spread(values: list[float | None], worst: str) -> dict[str, Any]:
+    """Median and worst (``max`` or ``min``) of the trials' values; None if any is missing."""
+    known = [v for v in values if v is not None]
+    if len(known) != len(values) or not known:
+        return {"values": values, "median": None, "worst": None}
+    return {
+        "values": values,
+        "median": statistics.median(known),
+        "worst": max(known) if worst == "max" else min(known),
+    }
+
+
+def aggregate(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    def each(path: str) -> list[Any]:
+        values = []
+        for t in trials:
+            node: Any = t
+            for part in path.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            values.append(node)
+        return values
+
+    return {
+        "served_rps_baseline": spread(each("baseline.cpu.served_rps"), "min"),
+        "baseline_5xx": spread(each("baseline.errors_5xx"), "max"),
+        "baseline_max_utilization": spread(each("baseline.max_utilization"), "max"),
+        "paced_ratio_to_shortest_safe": spread(each("paced_drain.ratio_to_shortest_safe"), "max"),
+        "paced_drain_caused_5xx": spread(each("paced_drain.drain_caused_5xx"), "max"),
+        "paced_5xx": spread(each("paced_drain.window.errors_5xx"), "max"),
+        "paced_error_rate_5xx": spread(each("paced_drain.window.error_rate_5xx"), "max"),
+        "paced_receivers_p99_ms": spread(each("paced_drain.window.receivers_max_p99_ms"), "max"),
+        "paced_receivers_utilization": spread(each("paced_drain.receivers_max_utilization"), "max"),
+        "naive_drain_caused_5xx": spread(each("naive_drain.drain_caused_5xx"), "min"),
+        "naive_error_rate_5xx": spread(each("naive_drain.window.error_rate_5xx"), "min"),
+        "naive_receivers_p99_ms": spread(each("naive_drain.window.receivers_max_p99_ms"), "min"),
+        "baseline_max_web_slot_occupancy": spread(
+            each("baseline.haproxy.receivers_max_web_slot_occupancy"), "max"
+        ),
+        "paced_receivers_web_slot_occupancy": spread(
+            each("paced_drain.haproxy.receivers_max_web_slot_occupancy"), "max"
+        ),
+        "haproxy_cores_per_1000_rps": spread(
+            each("baseline.cpu.haproxy_cores_per_1000_rps"), "max"
+        ),
+        "haproxy_cores_per_1000_rps_during_drain": spread(
+            each("paced_drain.cpu.haproxy_cores_per_1000_rps"), "max"
+        ),
+        "gate_to_decision_median_s": spread(each("paced_drain.gate_to_decision.median_s"), "max"),
+        "gate_to_decision_max_s": spread(each("paced_drain.gate_to_decision.max_s"), "max"),
+    }
+
+
+async def run(trials: int, rps: float) -> dict[str, Any]:
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=binary_path("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
+    )
+    started = time.monotonic()
+    runs: list[dict[str, Any]] = []
+    try:
+        for n in range(trials):
+            with tempfile.TemporaryDirectory() as tmp:
+                runs.append(await trial(env.client, Path(tmp), rps))
+            print(f"trial {n + 1}/{trials}: {json.dumps(runs[-1]['verdicts'])}", flush=True)
+    finally:
+        await env.shutdown()
+    return {
+        "benchmark": "drain_haproxy",
+        "region": REGION,
+        "offered_rps": rps,
+        "traffic": f"Locust FastHttpUser in {LOCUST_PROCESSES} processes (orchestrator lab "
+        f"traffic), {rps:g} rps offered, 80% web / 20% sessions, through HAProxy",
+        "lab": "benchmarks/drain.py's lab with a fourth region (eu-central), pools sized for "
+        f"{rps:g} rps: {lab_config(rps)['regions'][0]['services']['web']} web per region",
+        "slo_p99_ms": drain.SLO_P99_MS,
+        "target_utilization": drain.TARGET,
+        "trials": runs,
+        "aggregate": aggregate(runs),
+        "verdicts": {k: all(t["verdicts"][k] for t in runs) for k in runs[0]["verdicts"]},
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
+
+
+def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary claims: each over every trial, its worst trial as the value."""
+    from benchmarks.summary import Target, claim, dump, flag
+
+    agg, n, offered = result["aggregate"], len(result["trials"]), result["offered_rps"]
+    worst = f"worst of {n} trials"
+    paced_5xx = agg["paced_drain_caused_5xx"]["worst"]
+    paced_rate = 100 * (agg["paced_error_rate_5xx"]["worst"] or 0.0)
+    return dump(
+        [
+            claim(
+                f"rps served through HAProxy before the drain ({worst})",
+                agg["served_rps_baseline"]["worst"],
+                "rps",
+                Target.at_least(0.95 * offered, f">= 95% of {offered:g} rps offered"),
+            ),
+            claim(
+                f"5xx before the drain, at the receivers' pre-drain utilization ({worst})",
+                agg["baseline_5xx"]["worst"],
+                "requests",
+                Target.equal(0.0, "0 (in 10 s)"),
+            ),
+            flag(
+                f"paced drains and restores completed ({n} trials)",
+                all(t["verdicts"]["paced_drain_completed"] for t in result["trials"])
+                and all(t["verdicts"]["restore_completed"] for t in result["trials"]),
+            ),
+            claim(
+                f"paced drain / shortest safe schedule ({worst})",
+                agg["paced_ratio_to_shortest_safe"]["worst"],
+                "x",
+                Target.at_most(1.25, "<= 1.25x"),
+            ),
+            claim(
+                f"drain-caused 5xx during the paced drain ({worst})",
+                paced_5xx,
+                "requests",
+                Target.equal(0.0, "0"),
+            ),
+            claim(
+                f"receivers' p99 during the paced drain ({worst})",
+                agg["paced_receivers_p99_ms"]["worst"],
+                "ms",
+                Target.below(drain.SLO_P99_MS, f"< {drain.SLO_P99_MS:g} ms (SLO)"),
+            ),
+            claim(
+                f"receivers' utilization during the paced drain ({worst})",
+                agg["paced_receivers_utilization"]["worst"],
+                "",
+                Target.below(0.8, "< 80%"),
+            ),
+            claim(
+                f"5xx rate of the naive all-at-once drain (best of {n} trials)",
+                100 * (agg["naive_error_rate_5xx"]["worst"] or 0.0),
+                "%",
+                Target.above(paced_rate, "more than the paced drain's"),
+                baseline=paced_rate,
+                baseline_name=f"paced drain, same lab (worst of {n} trials)",
+            ),
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=TRIALS)
+    parser.add_argument("--rps", type=float, default=TRAFFIC_RPS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.trials < 1:
+        parser.error("--trials must be at least 1")
+    result = asyncio.run(run(args.trials, args.rps))
+    result["summary"] = summary(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(json.dumps({"aggregate": result["aggregate"], "verdicts": result["verdicts"]}, indent=1))
+    return 0 if all(result["verdicts"].values()) else 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    # as in drain.py: the Temporal client's native threads can abort the interpreter's exit
+    os._exit(code)
