@@ -39,14 +39,14 @@ MIN_GAIN = 1e-6
 KEEP_EPS = 1e-12
 
 
-def least_move(
-    lp: LatencyLP, optimum: Array, keep: Array, weight: Array, *, full: bool, k: int
-) -> Array:
+def least_move(lp: LatencyLP, optimum: Array, keep: Array, weight: Array, *, full: bool) -> Array:
     """The latency-optimal ``z`` that keeps most of ``keep``; ``optimum`` if HiGHS fails.
 
     ``keep`` is each column's current movable share and ``weight`` its PoP's demand
-    (any positive scale); ``optimum`` is stage 2's solution. ``full`` and ``k`` as for
-    stage 2: every column at once, or column generation from ``k`` nearest regions.
+    (any positive scale); ``optimum`` is stage 2's solution. ``full``: every column at
+    once, as for stage 2; else column generation from stage 2's columns and the current
+    ones only (no nearest regions: the optimum is feasible over them already, and pricing
+    adds what else helps).
     """
     from orchestrator.policy.rebalance.colgen import solve_colgen, solve_full
 
@@ -54,7 +54,7 @@ def least_move(
     if len(held) == 0:
         return optimum
     stage3 = _stage3(lp, optimum, keep, weight, held)
-    solution = solve_full(stage3) if full else solve_colgen(stage3, k)
+    solution = solve_full(stage3) if full else solve_colgen(stage3, k=0)
     if solution is None:
         return optimum
     n = len(lp.cost)
