@@ -359,7 +359,7 @@ def min_latency(
     if solution is None:
         return None
     keep = c.x[ei, di] - c.floor[ei, di]
-    solution = least_move(lp, solution, keep, t_hat, full=full)
+    solution = least_move(lp, solution, keep, t_hat)
     z = np.where(solution > EPS, solution, 0.0)
     np.add.at(out, (ei, di), z)
     # HiGHS meets the row sums to ~1e-9; rescale the movable part so they are exact.
