@@ -320,6 +320,7 @@ def min_latency(
     import scipy.sparse as sp
 
     from orchestrator.policy.rebalance.colgen import K_NEAREST, LatencyLP, solve_colgen, solve_full
+    from orchestrator.policy.rebalance.stay import least_move
 
     total = c.total
     out = c.floor.copy()
@@ -357,6 +358,8 @@ def min_latency(
     solution = solve_full(lp) if full else solve_colgen(lp, K_NEAREST if k is None else k)
     if solution is None:
         return None
+    keep = c.x[ei, di] - c.floor[ei, di]
+    solution = least_move(lp, solution, keep, t_hat)
     z = np.where(solution > EPS, solution, 0.0)
     np.add.at(out, (ei, di), z)
     # HiGHS meets the row sums to ~1e-9; rescale the movable part so they are exact.

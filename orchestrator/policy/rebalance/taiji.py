@@ -20,8 +20,14 @@ only approaches the optimum in discrete steps and took 2.81 s at Meta's scale.
    and solved by column generation (``taiji_colgen``): from each PoP's nearest
    regions, adding the pairs the duals price below zero until none is left, which
    proves the full LP's optimum over a fraction of its 500,000 columns at 5,000 x 100.
+3. *least move* (``taiji_stay.least_move``): stage 2 often has many optimal tables
+   (PoPs at the same RTT from two regions), and HiGHS's vertex ignores the table in
+   place; with latency held at stage 2's optimum, a third LP keeps as much current
+   traffic where it is as it can (on an epoch of the HAProxy rig's tie, 2 PoPs 1 ms
+   from both regions: 35% of the demand moved, 44% of one PoP's buckets, for a
+   6.3-point share change; now 6.3%, all from one PoP, 13% of its buckets).
 
-Two stages rather than one weighted LP because a weight is either too small
+Stages rather than one weighted LP because a weight is either too small
 (latency bleeds into the max) or so large it hurts HiGHS's tolerances; the
 benchmark compares both (benchmarks/taiji.py).
 
