@@ -36,9 +36,6 @@ class ShardAndJobSteps:
     def __init__(self, ctx: StepContext) -> None:
         self.ctx = ctx
 
-    #: restore task id -> what its drain recorded (set at start-up of a restore)
-    #: read targets before mutating (False only when replaying an older history)
-
     async def shard_shift(
         self, task: Task, args: Any, state: TaskState, point: float, step: int
     ) -> None:
