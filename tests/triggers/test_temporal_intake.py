@@ -153,15 +153,18 @@ class TestCooldownAcrossRestart:
 
         # Another deployment in the namespace (its workers on their own queue) is not held
         # back by this queue's run: its start is not waiting behind a cooldown it never had.
+        # Its alert is another episode (pod 3: the first run's id is derived from the first
+        # alert's labels, and the terminate below must not reach that run).
         elsewhere = TemporalRunStarter(temporal_stack.client, f"other-{unique}")
         async with asgi_client(make_app([rb], elsewhere)) as http:
             theirs = await http.post(
                 URL,
-                json=notification(alert(region="eu-west"), group_key=f"d-{unique}"),
+                json=notification(alert(region="eu-west", pod="3"), group_key=f"d-{unique}"),
                 headers=AUTH,
             )
         started_elsewhere = theirs.json()["results"][0]
         assert started_elsewhere["outcome"] == "started", started_elsewhere
+        assert started_elsewhere["workflow_id"] != first.json()["results"][0]["workflow_id"]
         await temporal_stack.client.get_workflow_handle(started_elsewhere["workflow_id"]).terminate(
             "no worker polls this queue"
         )
