@@ -7,13 +7,14 @@ run stays open (and repeats are deduplicated) until :func:`finish` approves it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
@@ -78,10 +79,32 @@ async def started_with(client: Client, handle: WorkflowHandle) -> RunbookRunInpu
 
 
 async def finish(client: Client, workflow_id: str) -> None:
-    """Approve the test runbook's last task, so the run completes."""
+    """Approve the test runbook's last task, so the run completes, and wait until
+    visibility no longer lists it running: the next test's drain of the same region on
+    this module's queue reads running drains from visibility, which lags a run's close
+    (under load in CI a finished drain was still listed, and the next drain refused)."""
     await client.get_workflow_handle(workflow_id).execute_update(
         "approve", ApproveInput(task="sign-off", by=APPROVER, comment="test over")
     )
+    await closed_in_visibility(client, workflow_id)
+
+
+async def end(client: Client, workflow_id: str) -> None:
+    """Terminate a run the test has no more use for (if still running), and wait as
+    :func:`finish` does until visibility no longer lists it running."""
+    handle = client.get_workflow_handle(workflow_id)
+    if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        await handle.terminate("test over")
+    await closed_in_visibility(client, workflow_id)
+
+
+async def closed_in_visibility(client: Client, workflow_id: str) -> None:
+    query = f"WorkflowId = '{workflow_id}' AND ExecutionStatus = 'Running'"
+    for _ in range(300):
+        if (await client.count_workflows(query)).count == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"visibility still lists {workflow_id} running 30 s after it closed")
 
 
 @pytest.fixture

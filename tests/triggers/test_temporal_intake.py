@@ -13,6 +13,7 @@ from tests.triggers.conftest import (
     AUTH,
     TemporalStack,
     asgi_client,
+    end,
     finish,
     make_app,
     started_with,
@@ -165,11 +166,10 @@ class TestCooldownAcrossRestart:
         started_elsewhere = theirs.json()["results"][0]
         assert started_elsewhere["outcome"] == "started", started_elsewhere
         assert started_elsewhere["workflow_id"] != first.json()["results"][0]["workflow_id"]
-        await temporal_stack.client.get_workflow_handle(started_elsewhere["workflow_id"]).terminate(
-            "no worker polls this queue"
-        )
-        await finish(temporal_stack.client, first.json()["results"][0]["workflow_id"])
-        await finish(temporal_stack.client, other.json()["results"][0]["workflow_id"])
+        # Only the starts mattered here. The us-east drain may have been refused beside
+        # eu-west's (capacity), so the runs are ended, not approved to completion.
+        for result in (first, other, theirs):
+            await end(temporal_stack.client, result.json()["results"][0]["workflow_id"])
 
 
 class TestManualOverTemporal:
