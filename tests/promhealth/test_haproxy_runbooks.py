@@ -27,6 +27,7 @@ from orchestrator.runbook.spec import Runbook
 from tests.lab.haproxy.test_data_plane import of
 from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
 from tests.workflows.runbook.conftest import runbook
+from tests.workflows.test_rebalancer import wait_status
 from workflows.rebalancer import TrafficRebalanceWorkflow
 from workflows.runbook import RunbookWorkflow
 
@@ -99,12 +100,7 @@ async def test_drain_and_restore_read_promql(dev_env: WorkflowEnvironment, tmp_p
         )
         try:
             # overrides are refused until the rebalancer trusts its (PromQL) view of the fleet
-            for _ in range(300):
-                status = await rebalancer.query(TrafficRebalanceWorkflow.status)
-                if status.trusted_view:
-                    break
-                await asyncio.sleep(0.2)
-            assert status.trusted_view, status.epochs[-3:]
+            await wait_status(rebalancer, lambda s: s.trusted_view, limit_s=60.0)
             drain = await start(rig, runbook(DRAIN, region="east"))
             drained = await asyncio.wait_for(runbook_result(drain), timeout=120)
             assert drained.outcome == "completed", (drained.outcome, drained.events[-5:])

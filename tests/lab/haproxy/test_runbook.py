@@ -22,7 +22,7 @@ from tests.lab.haproxy.serving import fleet_api
 from tests.lab.haproxy.test_data_plane import lab_config, of
 from tests.workflows.conftest import Stack, open_stack
 from tests.workflows.runbook.conftest import _start_rebalancer, runbook, start
-from workflows.rebalancer import TrafficRebalanceWorkflow
+from tests.workflows.test_rebalancer import wait_status
 
 pytestmark = pytest.mark.server
 
@@ -86,12 +86,7 @@ class TestDrainRunbook:
             # Traffic shifts are the rebalancer's overrides: it writes the map. Real traffic's
             # noise keeps it publishing small moves, so wait for its trusted view of the
             # fleet (overrides are refused before it), not for convergence.
-            for _ in range(300):
-                status = await rebalancer.query(TrafficRebalanceWorkflow.status)
-                if status.trusted_view:
-                    break
-                await asyncio.sleep(0.2)
-            assert status.trusted_view, status.epochs[-3:]
+            await wait_status(rebalancer, lambda s: s.trusted_view, limit_s=60.0)
             handle = await start(haproxy_stack, runbook(DRAIN, region="east"))
             result = await asyncio.wait_for(runbook_result(handle), timeout=120)
         finally:
