@@ -73,7 +73,6 @@ import yaml
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from orchestrator import registry
 from orchestrator.config import Settings
@@ -95,6 +94,7 @@ from benchmarks._haproxy_watch import (  # noqa: E402
 )
 from benchmarks._lab_process import CLI, free_port, open_env, wait_healthy  # noqa: E402
 from benchmarks._proc_cpu import CpuWindow, descendants, load_average  # noqa: E402
+from testkit.temporal import new_worker  # noqa: E402
 
 SUITE_TIMEOUT_S = 1500.0
 RESULTS = Path(__file__).parent / "results" / "drain_haproxy.json"
@@ -278,12 +278,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
     fleet = HttpFleet(lab.url)
     settings = Settings(task_queue=queue, fleet_url=lab.url, state_dir=workdir / "state")
     ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
-    worker = Worker(
-        client,
-        task_queue=queue,
-        workflows=registry.workflows(),
-        activities=registry.activities(ctx),
-    )
+    worker = new_worker(client, registry.activities(ctx), task_queue=queue)
     out: dict[str, Any] = {}
     assert lab.directory is not None
     async with worker:
