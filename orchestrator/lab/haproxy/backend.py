@@ -1,6 +1,7 @@
 """One region's backend process: serves what HAProxy sends it, with the lab's physics.
 
-HAProxy already holds the region's capacity (a server's ``maxconn`` is the pool's slots),
+HAProxy already holds the region's capacity (a server's ``maxconn`` is the pool's slots,
+scaled to include the dependency calls: :func:`~orchestrator.lab.haproxy.config.server_maxconn`),
 so a request here holds its slot by sleeping its service time, three times longer (the
 lab's ``cold.factor``) while its bucket is new to the region, then calls its dependencies
 in this region through the lab's :class:`~orchestrator.lab.slots.SlotPool`. One process

@@ -13,8 +13,9 @@ steers this proxy unchanged:
   goes to its routed region's server (``use-server``) with probability
   ``weight / 100`` (the server's live weight, 0 when drained: :data:`POOL_WEIGHT_LUA`); otherwise the
   backend balances it over the other servers by weight, as the Python lab forwards by
-  pool weight. The server's ``maxconn`` is the pool's slots, ``maxqueue`` its queue
-  limit, and ``timeout queue`` bounds the wait: past either, HAProxy answers 503 itself.
+  pool weight. The server's ``maxconn`` is the pool's slots scaled to the whole time a
+  request holds its connection (:func:`server_maxconn`), ``maxqueue`` its queue limit, and
+  ``timeout queue`` bounds the wait: past either, HAProxy answers 503 itself.
 
 Every PoP frontend stamps the request's arrival (``x-lab-accept-us``: ``date(0,us)``, wall
 clock in microseconds; HAProxy 2.6 has no ``request_date`` fetch) before it is queued, so a
@@ -42,6 +43,7 @@ __all__ = [
     "prometheus_yml",
     "queue_timeout_ms",
     "routing_map",
+    "server_maxconn",
     "topology",
 ]
 
@@ -107,6 +109,26 @@ class Layout:
             "haproxy": [f"127.0.0.1:{self.stats_port}"],
             "lab-regions": [f"127.0.0.1:{p}" for p in self.region_ports.values()],
         }
+
+
+def server_maxconn(config: LabConfig, region: str, service: str) -> int:
+    """The server's ``maxconn``: enough connections for the pool's capacity in rps.
+
+    The lab's capacity is ``slots / service time``, a slot freed before the dependency
+    calls. HAProxy counts a connection until the answer, dependency calls (one after
+    another, each its warm service time) included; with ``maxconn`` = slots, the
+    capacity through HAProxy was ``slots / (service + dependency time)``, 13% under what
+    the topology advertises for web (92 ms against 80), and a drain paced by the
+    advertised capacity filled HAProxy's queues (benchmarks/drain_haproxy.py). Scaled
+    by the whole hold, HAProxy admits what the topology says the pool serves, to within
+    half a connection.
+    """
+    pools = next(r for r in config.regions if r.name == region).services
+    own = pools[service].service_time_ms
+    depends_on = next(s for s in config.services if s.name == service).depends_on
+    hold = own + sum(pools[d].service_time_ms for d in depends_on if d in pools)
+    # the nearest count (ceil would double a one-slot pool over a 1 ms dependency)
+    return max(pools[service].slots, round(pools[service].slots * hold / own))
 
 
 def queue_timeout_ms(config: LabConfig, service: str) -> int:
@@ -197,9 +219,10 @@ def haproxy_cfg(config: LabConfig, layout: Layout) -> str:
             )
         for region in config.regions:
             pool = region.services[service]
+            maxconn = server_maxconn(config, region.name, service)
             lines.append(
                 f"    server {region.name} 127.0.0.1:{layout.region_ports[region.name]} "
-                f"weight {FULL_WEIGHT} maxconn {pool.slots} maxqueue {max(1, pool.queue_limit)}"
+                f"weight {FULL_WEIGHT} maxconn {maxconn} maxqueue {max(1, pool.queue_limit)}"
             )
     lines += [
         "frontend stats",

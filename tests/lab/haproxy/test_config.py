@@ -10,6 +10,7 @@ from orchestrator.lab.haproxy.config import (
     haproxy_cfg,
     queue_timeout_ms,
     routing_map,
+    server_maxconn,
 )
 from orchestrator.lab.haproxy.stats import Counters, Counts, StatsWindow, parse_servers, parse_stat
 
@@ -26,7 +27,8 @@ def layout(tmp: Path) -> Layout:
 
 class TestConfig:
     """The adapter's conventions: a frontend per PoP, a backend per front service with a
-    server per region whose maxconn/maxqueue are the pool's slots and queue."""
+    server per region whose maxqueue is the pool's queue and whose maxconn admits the pool's
+    capacity for the whole time a request holds its connection."""
 
     def test_every_pop_hashes_like_bucket_of_and_reads_the_map(self, tmp_path: Path) -> None:
         config = load_config(None)
@@ -40,11 +42,24 @@ class TestConfig:
     def test_region_servers_carry_the_pool_capacity(self, tmp_path: Path) -> None:
         text = haproxy_cfg(load_config(None), layout(tmp_path))
         assert "backend web\n" in text and "backend sessions\n" in text
-        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 6 maxqueue 12" in text
+        # web: 6 slots x (80 ms + cache 4 + kv 8) / 80 ms = 6.9; sessions: 4 x 108 / 100
+        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 7 maxqueue 12" in text
         assert "server us-east 127.0.0.1:9100 weight 100 maxconn 4 maxqueue 8" in text
         # twice the longest web queue's drain time: 16 x 80 ms / 8 slots
         assert queue_timeout_ms(load_config(None), "web") == 320
         assert "timeout queue 320ms" in text
+
+    def test_maxconn_serves_the_advertised_capacity_through_the_dependency_calls(self) -> None:
+        config = load_config(None)
+        for region in config.regions:
+            for service in ("web", "sessions"):
+                pool = region.services[service]
+                deps = next(s for s in config.services if s.name == service).depends_on
+                hold_s = (
+                    pool.service_time_ms + sum(region.services[d].service_time_ms for d in deps)
+                ) / 1000.0
+                through_haproxy = server_maxconn(config, region.name, service) / hold_s
+                assert abs(through_haproxy - pool.capacity_rps) <= 0.5 / hold_s
 
     def test_boot_map_holds_every_bucket_of_every_pop(self) -> None:
         config = load_config(None)
