@@ -241,6 +241,10 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         # Enough connections for a pool's slots and its dependency calls: HAProxy limits them.
         limit_concurrency=None,
+        # uvloop's event loop and httptools' parser (C) instead of asyncio's and h11's: less
+        # CPU per request, so less event-loop lag holding HAProxy's connections at 1,200 rps
+        loop="uvloop",
+        http="httptools",
     )
 
 
