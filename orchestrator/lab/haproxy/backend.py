@@ -7,9 +7,9 @@ lab's ``cold.factor``) while its bucket is new to the region, then calls its dep
 in this region through the lab's :class:`~orchestrator.lab.slots.SlotPool`. One process
 per region, so a stalled region (even a SIGSTOPped one) costs no other region a request.
 
-A request's latency counts from its arrival at HAProxy (the PoP frontend's
-``x-lab-accept-us`` stamp, same host and clock), so time queued in HAProxy for a slot is in
-it. ``/metrics`` exports, for a real Prometheus, the region's cumulative counters and latency
+A request's latency in the region counts from its arrival there (the PoP frontend's
+``x-lab-accept-us`` stamp after the RTT, same host and clock), so time queued in HAProxy for
+a slot is in it; its PoP's latency counts from the edge (``x-lab-edge-us``), RTT included. ``/metrics`` exports, for a real Prometheus, the region's cumulative counters and latency
 histograms per region, service and PoP (:mod:`orchestrator.lab.prometheus`'s shape) and
 the windowed pool utilization.
 
@@ -32,7 +32,7 @@ from fastapi import FastAPI, Header, Query
 from fastapi.responses import JSONResponse, Response
 
 from orchestrator.lab.config import LabConfig, load_config
-from orchestrator.lab.haproxy.config import ACCEPT_HEADER
+from orchestrator.lab.haproxy.config import ACCEPT_HEADER, EDGE_HEADER
 from orchestrator.lab.metrics import MetricsStore
 from orchestrator.lab.prometheus import CONTENT_TYPE, render_metrics
 from orchestrator.lab.slots import SlotPool
@@ -76,14 +76,21 @@ class RegionBackend:
         return is_cold
 
     async def serve(
-        self, pop: str, bucket: int, routed: str, service: str, accepted_us: int | None = None
+        self,
+        pop: str,
+        bucket: int,
+        routed: str,
+        service: str,
+        accepted_us: int | None = None,
+        edge_us: int | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """``accepted_us``: when HAProxy took the request in (µs since the epoch); latency
-        counts from it, else from now."""
-        start = self.metrics.now()
-        if accepted_us is not None:
-            # the queue wait HAProxy held it for, on the wall clock both processes share
-            start -= max(0.0, time.time() - accepted_us / 1e6)
+        """``accepted_us``: when the request reached the region in HAProxy (µs since the
+        epoch), the region's latency counts from it; ``edge_us``: when it reached the PoP,
+        the PoP's latency counts from it. Either missing: from now."""
+        now, wall = self.metrics.now(), time.time()
+        # the waits HAProxy held it for (RTT, queue), on the wall clock both processes share
+        start = now - (max(0.0, wall - accepted_us / 1e6) if accepted_us is not None else 0.0)
+        edge = now - (max(0.0, wall - edge_us / 1e6) if edge_us is not None else 0.0)
         body: dict[str, Any] = {
             "region": self.region,
             "routed": routed,
@@ -106,9 +113,9 @@ class RegionBackend:
                 status = 503
                 body["error"] = f"DependencyFailed:{dependency}"
                 break
-        latency_ms = (self.metrics.now() - start) * 1000.0
-        self.metrics.record(("region",), latency_ms, 0.0, status == 200)
-        self.metrics.record(("pop", pop), latency_ms, 0.0, status == 200)
+        done = self.metrics.now()
+        self.metrics.record(("region",), (done - start) * 1000.0, 0.0, status == 200)
+        self.metrics.record(("pop", pop), (done - edge) * 1000.0, 0.0, status == 200)
         self.served[(service, routed, status)] += 1
         return status, body
 
@@ -203,10 +210,11 @@ def create_backend_app(backend: RegionBackend) -> FastAPI:
         x_lab_bucket: Annotated[int, Header()] = -1,
         x_lab_routed: Annotated[str, Header()] = "",
         accepted_us: Annotated[int | None, Header(alias=ACCEPT_HEADER)] = None,
+        edge_us: Annotated[int | None, Header(alias=EDGE_HEADER)] = None,
         service: str = "web",
     ) -> JSONResponse:
         status, body = await backend.serve(
-            x_lab_pop, x_lab_bucket, x_lab_routed, service, accepted_us
+            x_lab_pop, x_lab_bucket, x_lab_routed, service, accepted_us, edge_us
         )
         return JSONResponse(body, status_code=status)
 

@@ -17,9 +17,14 @@ steers this proxy unchanged:
   request holds its connection (:func:`server_maxconn`), ``maxqueue`` its queue limit, and
   ``timeout queue`` bounds the wait: past either, HAProxy answers 503 itself.
 
-Every PoP frontend stamps the request's arrival (``x-lab-accept-us``: ``date(0,us)``, wall
-clock in microseconds; HAProxy 2.6 has no ``request_date`` fetch) before it is queued, so a
-region backend on the same host measures latency including the wait in HAProxy's queue.
+A request pays its PoP's round trip to the routed region (``pops[].rtt_ms``) in the
+frontend, before it is queued, so the RTT holds no server connection (:data:`RTT_LUA`, a
+yielding ``core.msleep``), as the Python lab sleeps it before the region's pools. Every PoP
+frontend stamps the request's arrival at the edge (``x-lab-edge-us``) and, after the RTT,
+in the region (``x-lab-accept-us``; ``date(0,us)``, wall clock in microseconds; HAProxy
+2.6 has no ``request_date`` fetch), both before it is queued: a region backend on the same
+host measures the region's latency including the wait in HAProxy's queue, and the PoP's
+including the RTT, as the Python lab counts them.
 A real Prometheus scrapes HAProxy's exporter (``stats`` frontend) and every region backend's
 ``/metrics``: :func:`prometheus_yml` is that scrape config.
 """
@@ -36,8 +41,10 @@ from orchestrator.lab.state import FleetState
 
 __all__ = [
     "ACCEPT_HEADER",
+    "EDGE_HEADER",
     "FULL_WEIGHT",
     "POOL_WEIGHT_LUA",
+    "RTT_LUA",
     "Layout",
     "haproxy_cfg",
     "prometheus_yml",
@@ -47,8 +54,12 @@ __all__ = [
     "topology",
 ]
 
-#: the request's arrival at its PoP frontend, microseconds since the epoch (HAProxy's clock)
+#: the request's arrival in its region (at its PoP frontend, after the RTT), microseconds
+#: since the epoch (HAProxy's clock)
 ACCEPT_HEADER = "x-lab-accept-us"
+
+#: the request's arrival at its PoP frontend, before the RTT
+EDGE_HEADER = "x-lab-edge-us"
 
 #: a pool at weight 1.0 (the adapter's ORCHESTRATOR_HAPROXY_FULL_WEIGHT default)
 FULL_WEIGHT = 100
@@ -66,6 +77,19 @@ core.register_fetches("pool_weight", function(txn, backend, server)
     return 0
   end
   return srv:get_weight()
+end)
+"""
+
+
+#: ``http-request lua.rtt``: wait ``txn.rtt_ms``, the PoP's round trip to the routed region.
+#: ``core.msleep`` yields in an action, so a waiting request holds no thread (nor, being in
+#: the frontend, a server connection).
+RTT_LUA = """\
+core.register_action("rtt", {"http-req"}, function(txn)
+  local ms = tonumber(txn:get_var("txn.rtt_ms"))
+  if ms ~= nil and ms > 0 then
+    core.msleep(ms)
+  end
 end)
 """
 
@@ -93,7 +117,7 @@ class Layout:
 
     @property
     def lua_path(self) -> Path:
-        return self.directory / "pool_weight.lua"
+        return self.directory / "lab.lua"
 
     @property
     def topology_path(self) -> Path:
@@ -175,6 +199,7 @@ def haproxy_cfg(config: LabConfig, layout: Layout) -> str:
         "    timeout server 30s",
     ]
     services_acl = " ".join(front)
+    rtt_ms = {p.name: p.rtt_ms for p in config.pops}
     for pop, port in layout.pop_ports.items():
         lines += [
             f"frontend {pop}",
@@ -193,6 +218,14 @@ def haproxy_cfg(config: LabConfig, layout: Layout) -> str:
             f"    http-request set-var(txn.route) str({pop}/),concat(,txn.bucket,)",
             "    http-request set-var(txn.region) "
             f"var(txn.route),map({layout.map_path},{default_region})",
+            f"    http-request set-header {EDGE_HEADER} %[date(0,us)]",
+            *(
+                f"    http-request set-var(txn.rtt_ms) int({round(ms)}) "
+                f"if {{ var(txn.region) -m str {region} }}"
+                for region, ms in rtt_ms[pop].items()
+                if round(ms) > 0
+            ),
+            "    http-request lua.rtt",
             f"    http-request set-header {ACCEPT_HEADER} %[date(0,us)]",
             f"    http-request set-header x-lab-pop {pop}",
             "    http-request set-header x-lab-bucket %[var(txn.bucket)]",

@@ -24,6 +24,7 @@ from orchestrator.fleet.haproxy.admin import adopt
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.config import (
     POOL_WEIGHT_LUA,
+    RTT_LUA,
     Layout,
     haproxy_cfg,
     prometheus_yml,
@@ -101,7 +102,7 @@ class HAProxyDataPlane:
         )
         layout.map_path.write_text(routing_map(self.config), encoding="utf-8")
         layout.topology_path.write_text(topology(self.config), encoding="utf-8")
-        layout.lua_path.write_text(POOL_WEIGHT_LUA, encoding="utf-8")
+        layout.lua_path.write_text(POOL_WEIGHT_LUA + RTT_LUA, encoding="utf-8")
         layout.config_path.write_text(haproxy_cfg(self.config, layout), encoding="utf-8")
         layout.prometheus_path.write_text(prometheus_yml(layout), encoding="utf-8")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.config import server_maxconn
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
-from orchestrator.models import RoutingTable, RoutingWrite, ServiceWeightChange
+from orchestrator.models import RegionHealth, RoutingTable, RoutingWrite, ServiceWeightChange
 from orchestrator.policy.rebalance.buckets import bucket_of
 from orchestrator.processes import group_alive
 
@@ -29,9 +30,10 @@ pytestmark = pytest.mark.server
 BUCKETS = 1024
 
 
-def lab_config(tiny_ms: float = 300, *, tiny: bool = True) -> LabConfig:
+def lab_config(tiny_ms: float = 300, *, tiny: bool = True, p1_east_rtt_ms: float = 1) -> LabConfig:
     """Two quick regions and (``tiny``) a tiny one, one slot and one queue place, to
-    overflow: p2 sends all its users there. Without it, p2 is split like p1."""
+    overflow: p2 sends all its users there. Without it, p2 is split like p1. Every PoP is
+    1 ms from every region but p1 from east (``p1_east_rtt_ms``)."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
     regions: list[dict[str, Any]] = [
@@ -56,7 +58,11 @@ def lab_config(tiny_ms: float = 300, *, tiny: bool = True) -> LabConfig:
             "regions": regions,
             "inter_region_rtt_ms": rtt,
             "pops": [
-                {"name": p, "demand_weight": 1, "rtt_ms": dict.fromkeys(names, 1.0)}
+                {
+                    "name": p,
+                    "demand_weight": 1,
+                    "rtt_ms": {r: p1_east_rtt_ms if (p, r) == ("p1", "east") else 1 for r in names},
+                }
                 for p in ("p1", "p2")
             ],
             "initial_routing": {
@@ -181,6 +187,34 @@ class TestCapacity:
         refused = [a for a in answers if a.status_code == 503]
         assert all("No server is available" in a.text for a in refused)
         assert await served(plane, "tiny") == codes[200]
+
+
+class TestRtt:
+    """A request pays its PoP's round trip to the routed region in HAProxy's frontend, before
+    it is queued for a slot: the PoP's latency has it, the region's does not, and waiting
+    requests do not wait for each other."""
+
+    async def test_the_pop_pays_the_rtt_and_the_region_does_not(self, tmp_path: Path) -> None:
+        rtt_ms, count = 250, 16
+        with HAProxyDataPlane(lab_config(tiny=False, p1_east_rtt_ms=rtt_ms), tmp_path) as plane:
+            users = users_routed(of(await plane.fleet().routing(), "p1"), "east", count)
+            async with httpx.AsyncClient(timeout=30) as client:
+                started = time.monotonic()
+                answers = await asyncio.gather(*(edge(client, plane, "p1", u) for u in users))
+                took = time.monotonic() - started
+                view = (await client.get(f"{plane.region_url('east')}/lab/health")).json()
+                text = (await client.get(f"{plane.region_url('east')}/metrics")).text
+        assert [(a.status_code, a.json()["region"]) for a in answers] == [(200, "east")] * count
+        assert took >= rtt_ms / 1000
+        # one after another (a blocking sleep) would take count x 250 ms over HAProxy's
+        # threads (at most 2 here): 2 s
+        assert took < 1.0, took
+        region = RegionHealth.model_validate(view["region"])
+        assert region.samples == count and region.p99_ms is not None
+        assert region.p99_ms < rtt_ms, region  # 10 ms service, 1 ms cache, 4 slots
+        # every request of p1 took the RTT at least: none in the 0.25 s bucket or under
+        assert f'lab_pop_request_duration_seconds_count{{pop="p1"}} {count}.0' in text
+        assert 'lab_pop_request_duration_seconds_bucket{le="0.25",pop="p1"} 0.0' in text
 
 
 class TestIsolation:
