@@ -78,6 +78,8 @@ from orchestrator import registry
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput
 from orchestrator.fleet.http import HttpFleet
+from orchestrator.lab.config import LabConfig
+from orchestrator.lab.haproxy.config import server_maxconn
 from orchestrator.processes import spawn, stop_group
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -228,9 +230,10 @@ def haproxy_window(
     """HAProxy's counters between two snapshots and the slot occupancy they imply."""
     seconds = last[0] - first[0]
     counts = counters_between(first[1], last[1])
-    pools = lab_config(rps)["regions"][0]["services"]
-    slots = {s: pools[s]["slots"] for s in ("web", "sessions")}
-    occupied = occupancy(counts, seconds, slots)
+    config = LabConfig.model_validate(lab_config(rps))
+    region = config.regions[0].name  # every region's pools are the same size
+    maxconn = {s: server_maxconn(config, region, s) for s in ("web", "sessions")}
+    occupied = occupancy(counts, seconds, maxconn)
     receivers = [v for k, v in occupied.items() if k.startswith("web/") and k != f"web/{REGION}"]
     return {
         "seconds": round(seconds, 1),
