@@ -13,16 +13,25 @@ a slot is in it; its PoP's latency counts from the edge (``x-lab-edge-us``), RTT
 histograms per region, service and PoP (:mod:`orchestrator.lab.prometheus`'s shape) and
 the windowed pool utilization.
 
+A bucket is cold here as in the Python lab: from the moment the routing moves it here
+until ``warm_after_s`` or ``warm_after_requests``, and warm while routed here however
+quiet it is; one routed away is evicted ``evict_after_s`` after it left. The process
+learns the routing by reading HAProxy's live map (``show map`` on the admin socket) every
+:data:`ROUTING_POLL_S`, so whoever writes the map, a move is seen within that.
+
 Run by :mod:`orchestrator.lab.haproxy.plane`:
-``python -m orchestrator.lab.haproxy.backend --config lab.yaml --region R --port P --map routing.map``.
+``python -m orchestrator.lab.haproxy.backend --config lab.yaml --region R --port P --map routing.map --socket admin.sock``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import math
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +40,9 @@ import uvicorn
 from fastapi import FastAPI, Header, Query
 from fastapi.responses import JSONResponse, Response
 
+from orchestrator.exceptions import FleetError
+from orchestrator.fleet.haproxy import RuntimeApi
+from orchestrator.fleet.haproxy.state import parse_map
 from orchestrator.lab.config import LabConfig, load_config
 from orchestrator.lab.haproxy.config import ACCEPT_HEADER, EDGE_HEADER
 from orchestrator.lab.metrics import MetricsStore
@@ -38,7 +50,13 @@ from orchestrator.lab.prometheus import CONTENT_TYPE, render_metrics
 from orchestrator.lab.slots import SlotPool
 from orchestrator.models import HealthReport, RegionHealth, ServiceHealth
 
-__all__ = ["RegionBackend", "create_backend_app", "main"]
+__all__ = ["ROUTING_POLL_S", "RegionBackend", "create_backend_app", "main", "routed_to"]
+
+#: how often a backend reads HAProxy's map to learn which buckets are routed to it
+ROUTING_POLL_S = 1.0
+
+#: ``warmth`` entry's "left at" while the bucket is routed here: never evicted
+ROUTED_HERE = math.inf
 
 
 class RegionBackend:
@@ -54,14 +72,33 @@ class RegionBackend:
         self.depends_on = {s.name: s.depends_on for s in config.services}
         self.metrics = MetricsStore(config.metrics.retention_s)
         now = self.metrics.now()
-        #: (pop, bucket) -> [arrived_at, requests served, last seen]; the boot map's
-        #: buckets of this region start warm, as in the Python lab
+        #: (pop, bucket) -> [arrived_at, requests served, left at (ROUTED_HERE while it
+        #: is, else when it left or was last served here)]; the boot map's buckets of
+        #: this region start warm, as in the Python lab
         self.warmth: dict[tuple[str, int], list[float]] = {
-            key: [now - config.cold.warm_after_s, config.cold.warm_after_requests, now]
+            key: [now - config.cold.warm_after_s, config.cold.warm_after_requests, ROUTED_HERE]
             for key in warm
         }
+        self.routed: set[tuple[str, int]] = set(warm)
         #: (service, routed region, status) -> answers since start
         self.served: Counter[tuple[str, str, int]] = Counter()
+
+    def follow_routing(self, routed: set[tuple[str, int]]) -> None:
+        """The buckets now routed here: one that arrives is cold from now (warm still if it
+        left less than ``evict_after_s`` ago); one that leaves starts its eviction clock."""
+        now = self.metrics.now()
+        evict = self.config.cold.evict_after_s
+        for key in self.routed - routed:
+            left = self.warmth.get(key)
+            if left is not None:
+                left[2] = now
+        for key in routed - self.routed:
+            entry = self.warmth.get(key)
+            if entry is None or now - entry[2] > evict:
+                self.warmth[key] = [now, 0.0, ROUTED_HERE]
+            else:
+                entry[2] = ROUTED_HERE
+        self.routed = routed
 
     def cold(self, pop: str, bucket: int) -> bool:
         """Record a request of the bucket here; True while the bucket is still cold."""
@@ -69,8 +106,11 @@ class RegionBackend:
         now = self.metrics.now()
         entry = self.warmth.get((pop, bucket))
         if entry is None or now - entry[2] > cold.evict_after_s:
+            # served here without being routed here (balanced over from a drained or
+            # partly weighted region): cold on arrival, kept fresh while such traffic lasts
             entry = self.warmth[(pop, bucket)] = [now, 0.0, now]
-        entry[2] = now
+        elif entry[2] != ROUTED_HERE:
+            entry[2] = now
         is_cold = now - entry[0] < cold.warm_after_s and entry[1] < cold.warm_after_requests
         entry[1] += 1
         return is_cold
@@ -185,8 +225,51 @@ class RegionBackend:
         return render_metrics(report, totals=totals)
 
 
-def create_backend_app(backend: RegionBackend) -> FastAPI:
-    app = FastAPI(title=f"lab region {backend.region}")
+def routed_to(map_text: str, region: str) -> set[tuple[str, int]]:
+    """``(pop, bucket)`` routed to ``region`` in ``show map`` output or a map file."""
+    if map_text.startswith("0x"):
+        entries = parse_map(map_text).entries
+    else:
+        entries = dict(line.split(None, 1) for line in map_text.splitlines() if " " in line)
+    routed = set()
+    for key, value in entries.items():
+        pop, _, bucket = key.rpartition("/")
+        if value.strip() == region and bucket.isdigit():
+            routed.add((pop, int(bucket)))
+    return routed
+
+
+async def follow_haproxy(backend: RegionBackend, runtime: RuntimeApi, map_path: Path) -> None:
+    """Keep ``backend.routed`` to HAProxy's live map, read every :data:`ROUTING_POLL_S`.
+    A failed read (HAProxy not up yet, restarting) keeps the last routing known."""
+    while True:
+        with contextlib.suppress(FleetError, OSError):
+            text = await runtime.command(f"show map {map_path}")
+            if text.startswith("0x"):
+                backend.follow_routing(routed_to(text, backend.region))
+        await asyncio.sleep(ROUTING_POLL_S)
+
+
+def create_backend_app(
+    backend: RegionBackend, runtime: RuntimeApi | None = None, map_path: Path | None = None
+) -> FastAPI:
+    """``runtime`` and ``map_path``: HAProxy's admin socket and its routing map, followed
+    while the app runs (without them, the boot map's routing stays)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if runtime is None or map_path is None:
+            yield
+            return
+        follower = asyncio.create_task(follow_haproxy(backend, runtime, map_path))
+        try:
+            yield
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+
+    app = FastAPI(title=f"lab region {backend.region}", lifespan=lifespan)
 
     @app.get("/lab/health")
     async def health(window_s: Annotated[float, Query(gt=0)] = 10.0) -> dict[str, Any]:
@@ -221,28 +304,20 @@ def create_backend_app(backend: RegionBackend) -> FastAPI:
     return app
 
 
-def warm_buckets(map_path: Path, region: str) -> set[tuple[str, int]]:
-    """This region's buckets in the boot map (``<pop>/<bucket> <region>`` lines)."""
-    warm = set()
-    for line in map_path.read_text(encoding="utf-8").splitlines():
-        key, _, value = line.partition(" ")
-        pop, _, bucket = key.rpartition("/")
-        if value.strip() == region and bucket.isdigit():
-            warm.add((pop, int(bucket)))
-    return warm
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--region", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--map", type=Path, required=True)
+    parser.add_argument("--socket", help="HAProxy's admin socket: follow its live map")
     args = parser.parse_args(argv)
     config = load_config(args.config)
-    backend = RegionBackend(config, args.region, warm_buckets(args.map, args.region))
+    boot = routed_to(args.map.read_text(encoding="utf-8"), args.region)
+    backend = RegionBackend(config, args.region, boot)
+    runtime = RuntimeApi(args.socket, timeout_s=5.0) if args.socket else None
     uvicorn.run(
-        create_backend_app(backend),
+        create_backend_app(backend, runtime, args.map),
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

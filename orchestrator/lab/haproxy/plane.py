@@ -152,6 +152,8 @@ class HAProxyDataPlane:
                         str(port),
                         "--map",
                         str(layout.map_path),
+                        "--socket",
+                        str(layout.socket_path),
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,

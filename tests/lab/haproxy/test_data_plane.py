@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from orchestrator.lab.config import LabConfig
+from orchestrator.lab.haproxy.backend import ROUTING_POLL_S
 from orchestrator.lab.haproxy.config import server_maxconn
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.models import RegionHealth, RoutingTable, RoutingWrite, ServiceWeightChange
@@ -215,6 +216,36 @@ class TestRtt:
         # every request of p1 took the RTT at least: none in the 0.25 s bucket or under
         assert f'lab_pop_request_duration_seconds_count{{pop="p1"}} {count}.0' in text
         assert 'lab_pop_request_duration_seconds_bucket{le="0.25",pop="p1"} 0.0' in text
+
+
+class TestWarmth:
+    """A region backend follows HAProxy's live map, as the Python lab follows its routing:
+    a quiet bucket routed to it stays warm, and one moved to it is cold from the move for
+    ``warm_after_s``, whether or not it is asked for meanwhile, whoever wrote the map."""
+
+    async def test_warmth_follows_the_live_map(self, tmp_path: Path) -> None:
+        config = lab_config(tiny=False)
+        cold = config.cold.model_copy(
+            update={"warm_after_s": 1.0, "warm_after_requests": 1000, "evict_after_s": 1.0}
+        )
+        with HAProxyDataPlane(config.model_copy(update={"cold": cold}), tmp_path) as plane:
+            fleet = plane.fleet()
+            before = await fleet.routing()
+            first, second = users_routed(of(before, "p1"), "east", 2)
+            assert bucket_of(first, BUCKETS) != bucket_of(second, BUCKETS)
+            await asyncio.sleep(cold.evict_after_s + 2 * ROUTING_POLL_S)  # quiet, routed east
+            async with httpx.AsyncClient(timeout=10) as client:
+                quiet = (await edge(client, plane, "p1", first)).json()
+                moved = RoutingWrite(fractions={"p1": {"west": 1.0}, "p2": {"east": 1.0}})
+                await fleet.write_routing(moved, if_match=before.version, idempotency_key="w")
+                arrived = (await edge(client, plane, "p1", first)).json()
+                # past warm_after_s since west's backend read the move, never asked for
+                await asyncio.sleep(cold.warm_after_s + 2 * ROUTING_POLL_S)
+                later = (await edge(client, plane, "p1", second)).json()
+        assert (quiet["region"], quiet["cold"]) == ("east", False)
+        assert (arrived["region"], arrived["cold"]) == ("west", True)
+        # warm from the move on: served without following the map it would be cold now
+        assert (later["region"], later["cold"]) == ("west", False)
 
 
 class TestIsolation:
