@@ -127,14 +127,9 @@ POOLS = {
     "cache": {"slots": 128, "queue_limit": 512},
     "kv": {"slots": 128, "queue_limit": 512},
 }
-#: drain.py's 10 s would make a third of the requests cold before any drain here: the
-#: Python lab evicts a bucket's cache once the bucket has been routed *away* that long,
-#: the HAProxy lab's region backend once it has been *idle* that long (it does not see the
-#: map). At 1,200 rps over 6 PoPs x 1,024 buckets a bucket sees a request every ~5 s, so
-#: e^-2 = 14% of its gaps pass 10 s, each starting up to 6 s of cold requests: a first trial
-#: read 60% web utilization before the drain where the warm load is 40%. Past 60 s idle
-#: (e^-12 of the gaps) only buckets that really left are cold.
-EVICT_AFTER_S = 60.0
+#: drain.py's: a region backend follows HAProxy's live map (orchestrator/lab/haproxy/backend.py),
+#: so a bucket routed to a region stays warm there however quiet, as in the Python lab.
+EVICT_AFTER_S = drain.EVICT_AFTER_S
 
 
 def lab_config(rps: float = TRAFFIC_RPS) -> dict[str, Any]:
