@@ -1,9 +1,10 @@
 """Faults injected into the lab's training cluster, acting as they would on real machines.
 
 A GPU error or a dead host kills the job's process, a building power loss takes every
-host in it down and opens an incident, a hung trainer is SIGSTOPped; a corrupt, poisoned
-or full checkpoint store hits the job's storage. Every fault is logged with when it
-happened (lab wall clock): the ground truth a supervisor's MTTD is measured against.
+host in it down and opens an incident, a hung trainer is SIGSTOPped. Three act on
+checkpoints: corrupt-checkpoint damages the newest, poison makes every run die writing
+its first, disk-full makes every write fail. Each fault is logged with when it happened
+(lab wall clock): the ground truth a supervisor's MTTD is measured against.
 """
 
 from __future__ import annotations
