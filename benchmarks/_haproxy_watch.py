@@ -7,7 +7,7 @@ after a gate passed.
 
 from __future__ import annotations
 
-import socket
+import asyncio
 import statistics
 import threading
 import time
@@ -15,20 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.contracts.runbook import RunbookReport
+from orchestrator.exceptions import FleetUnavailable
+from orchestrator.fleet.haproxy.runtime import RuntimeApi
 
 MAP_POLL_S = 0.1
 
 
-def admin(path: str, command: str) -> str:
-    """One command on HAProxy's admin socket, its whole answer."""
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(5.0)
-        sock.connect(path)
-        sock.sendall(f"{command}\n".encode())
-        chunks = []
-        while chunk := sock.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks).decode()
+def _runtime(directory: Path) -> RuntimeApi:
+    return RuntimeApi(str(directory / "admin.sock"), timeout_s=5.0)
 
 
 #: per region server: requests, refused by HAProxy (queue full or timed out: ``econ``),
@@ -39,13 +33,10 @@ COUNTERS = ("stot", "econ", "hrsp_5xx", "eresp")
 GAUGES = ("qmax", "qtime", "rtime")
 
 
-def refusals(directory: Path) -> dict[str, dict[str, int]]:
+async def refusals(directory: Path) -> dict[str, dict[str, int]]:
     """``service/region`` -> HAProxy's counters since start (where a 5xx came from)."""
-    lines = admin(str(directory / "admin.sock"), "show stat").splitlines()
-    header = lines[0].removeprefix("# ").split(",")
     out = {}
-    for line in lines[1:]:
-        row = dict(zip(header, line.split(","), strict=False))
+    for row in await _runtime(directory).stats():
         if row.get("pxname") in ("web", "sessions") and row.get("svname") not in (
             "FRONTEND",
             "BACKEND",
@@ -69,24 +60,25 @@ class MapWatch:
     """The drained region's bucket count in HAProxy's live map, with when it changed."""
 
     def __init__(self, directory: Path, region: str) -> None:
-        self.socket = str(directory / "admin.sock")
+        self.runtime = _runtime(directory)
         self.map = str(directory / "routing.map")
         self.region = region
         self.changes: list[tuple[float, int]] = []
         self._pending: tuple[float, int] | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        # its own thread and event loop: the benchmark's loop is busy running the drain
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
-    def count(self) -> int:
+    async def count(self) -> int:
         # lines are "<ref> <pop>/<bucket> <region>"; version keys hold other values
-        text = admin(self.socket, f"show map {self.map}")
+        text = await self.runtime.command(f"show map {self.map}")
         return sum(1 for line in text.splitlines() if line.endswith(f" {self.region}"))
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                count = self.count()
-            except OSError:
+                count = await self.count()
+            except FleetUnavailable:
                 count = -1
             # A reading counts once the next one agrees: a dump taken while the adapter
             # rewrites the map can show a passing state (a first trial saw 0, then 1,408).
@@ -97,7 +89,7 @@ class MapWatch:
                 self.changes.append(self._pending)
             if self._pending is None or self._pending[1] != count:
                 self._pending = (now, count)
-            self._stop.wait(MAP_POLL_S)
+            await asyncio.sleep(MAP_POLL_S)
 
     def __enter__(self) -> MapWatch:
         self._thread.start()

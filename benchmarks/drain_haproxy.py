@@ -216,7 +216,7 @@ class HAProxyLab:
 
 async def snapshot(lab: HAProxyLab) -> tuple[float, dict[str, dict[str, int]]]:
     assert lab.directory is not None
-    return time.monotonic(), await asyncio.to_thread(refusals, lab.directory)
+    return time.monotonic(), await refusals(lab.directory)
 
 
 def haproxy_window(

@@ -62,12 +62,8 @@ from orchestrator.contracts.training_supervisor import (
     SupervisorStatus,
     WatchMode,
 )
-from orchestrator.lab.training.trace import (
-    TraceFleet,
-    TraceJob,
-    activity_clock,
-    trace_from_simulation,
-)
+from orchestrator.lab.training.failure_trace import TraceJob, trace_from_simulation
+from orchestrator.lab.training.trace import TraceFleet, activity_clock
 from orchestrator.policy.training.crashloop import DEFAULT_CRASH_LOOP_LIMIT, crash_loop_limit_for
 from orchestrator.policy.training.ettr import FailureModel, rate_from_interruptions
 from orchestrator.policy.training.ettr_sim import SimulationParams, simulate_trace

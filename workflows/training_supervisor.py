@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orchestrator.temporal import OUTCOME
     from workflows import observe
+    from workflows.training_attempts import close_attempt, count_failed_resume
     from workflows.training_carry import carry, observed_ettr_carried
     from workflows.training_move import PlannedMoves
     from workflows.training_recovery import (
@@ -163,7 +164,7 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
             blamed = watch.kind is None or resume_blamed(watch.kind.value)
             if not blamed and not workflow.patched(HARDWARE_RESUME_PATCH):
                 blamed = True  # histories from before the patch counted every failure
-            self._close_attempt(inp, job.step, job.checkpoint_step, blamed=blamed)
+            close_attempt(inp, job.step, job.checkpoint_step, blamed=blamed)
             if watch.kind is None:
                 self._state = SupervisorState.FINISHED
                 self._outcome("finished")
@@ -232,7 +233,7 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
                 )
             )
             if result.reached_step is not None:
-                self._count_failed_resume(inp, resumed)
+                count_failed_resume(inp, resumed)
 
     async def _watch(self, inp: SupervisorInput) -> WatchResult:
         if inp.watch_mode is WatchMode.RETRY:
@@ -251,37 +252,6 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
             heartbeat_timeout=timedelta(seconds=5),
             retry_policy=MUTATION_RETRY,
         )
-
-    def _close_attempt(
-        self, inp: SupervisorInput, step: int, checkpoint: int | None, *, blamed: bool = True
-    ) -> None:
-        """The open attempt ends now: how far did the run it started get? ``blamed``: the
-        failure that ended it may be its checkpoint's fault (not a machine's)."""
-        if not inp.attempts or inp.attempts[-1].reached_step is not None:
-            return
-        last = inp.attempts[-1]
-        # The run's checkpoint_step is the one it resumed from until it commits a newer one.
-        committed = (
-            checkpoint if checkpoint is not None and checkpoint > last.resumed_from_step else None
-        )
-        closed = last.model_copy(
-            update={
-                "reached_step": max(step, last.resumed_from_step),
-                "checkpointed_step": committed,
-            }
-        )
-        inp.attempts[-1] = closed
-        if (
-            blamed
-            and committed is None
-            and closed.reached_step is not None
-            and (closed.reached_step <= closed.failed_at_step)
-        ):
-            self._count_failed_resume(inp, closed.resumed_from_step)
-
-    @staticmethod
-    def _count_failed_resume(inp: SupervisorInput, step: int) -> None:
-        inp.failed_resumes[step] = inp.failed_resumes.get(step, 0) + 1
 
     def _outcome(self, outcome: str) -> None:
         """The Outcome search attribute: finished, or halted for an operator."""

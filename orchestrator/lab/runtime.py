@@ -12,7 +12,8 @@ from orchestrator.lab.live import LiveEngine
 from orchestrator.lab.model import ModelEngine
 from orchestrator.lab.prometheus import ExtraGauges
 from orchestrator.lab.state import FleetState
-from orchestrator.lab.training.cluster import FaultRecord, LabTrainingCluster
+from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.faults import FaultRecord
 from orchestrator.models import HealthReport, RoutingTable
 
 __all__ = ["AUTO_BUCKETS_LIMIT", "LabRuntime", "Mode"]
@@ -123,7 +124,8 @@ class LabRuntime:
         One fault takes both halves, as a real power loss would; restoring brings both back.
         """
         self.state.building_region(building)  # a 404 naming the field before anything moves
-        record = self.training.power_restore(building) if on else self.training.power_loss(building)
+        faults = self.training.faults
+        record = faults.power_restore(building) if on else faults.power_loss(building)
         self.state.set_power(building, on)
         return record
 

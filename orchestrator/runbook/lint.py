@@ -8,7 +8,7 @@ arguments, references to undeclared parameters, required parameters a trigger or
 nested run would leave unset, nested runbooks outside the runbooks directory or
 that cycle or nest too deep, steps on a template that is not stepped, a mutating
 drain task with no restore, and a restore that names a task the paired restore
-runbook does not have.
+runbook does not have (those two in :mod:`~orchestrator.runbook.restore_lint`).
 
 :func:`load_runbook` is the only way the CLI and workflows obtain a runbook from
 a file: it lints first and raises :class:`RunbookInvalid` on any finding.
@@ -35,13 +35,12 @@ from orchestrator.runbook.loader import (
 )
 from orchestrator.runbook.nesting import find_cycle, nesting_findings, nesting_problem
 from orchestrator.runbook.params import bind, sample_value, substitute
-from orchestrator.runbook.spec import Parameter, Runbook, RunbookKind, Task
-from orchestrator.runbook.templates import REGISTRY, InlineRestore, TemplateRegistry
+from orchestrator.runbook.restore_lint import check_restores
+from orchestrator.runbook.spec import Parameter, Runbook, Task
+from orchestrator.runbook.templates import REGISTRY, TemplateRegistry
 from orchestrator.runbook.types import PARAM_REF_RE, check_runbook_ref
 
 __all__ = ["find_cycle", "lint_file", "lint_files", "lint_text", "load_runbook"]
-
-_DRAIN_KINDS = (RunbookKind.DRAIN, RunbookKind.DRILL)
 
 
 def _strings_with_paths(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[Any, str]]:
@@ -267,8 +266,6 @@ class _Linter:
     # --- restores ----------------------------------------------------------
 
     def check_restores(self) -> None:
-        kind = self.data.get("kind")
-        by_id = {task.id: task for _, task in self.p.tasks}
         paired_ref = self.data.get("restore_runbook")
         if isinstance(paired_ref, str) and not _is_ref(paired_ref):
             paired_ref = None  # the schema check names the bad reference
@@ -283,70 +280,7 @@ class _Linter:
                 "restore-missing",
                 f"restore_runbook: no runbook file for {paired_ref!r} in {self.base_dir}",
             )
-        paired_ids = {t.id for _, t in paired.tasks} if paired is not None else set()
-        for index, task in self.p.tasks:
-            tmpl = self.registry.get(task.template)
-            where = ("tasks", index, "restore")
-            if task.undoes is not None:
-                target = by_id.get(task.undoes)
-                if target is None:
-                    self.p.add(
-                        ("tasks", index, "undoes"),
-                        "restore-missing",
-                        f"undoes: no task {task.undoes!r} in this runbook",
-                    )
-            restore = task.restore
-            if restore is None:
-                if (
-                    kind in _DRAIN_KINDS
-                    and tmpl is not None
-                    and tmpl.mutates
-                    and tmpl.needs_restore
-                    and not task.undoes
-                ):
-                    self.p.add(
-                        ("tasks", index, "template"),
-                        "no-restore",
-                        f"{tmpl.name} changes the fleet but the task has no restore "
-                        "(a task id in the restore runbook, an inline spec, or 'auto')",
-                    )
-            elif restore == "auto":
-                if tmpl is not None and tmpl.derive_restore is None:
-                    self.p.add(
-                        where,
-                        "no-restore",
-                        f"restore: auto, but template {tmpl.name} cannot derive its restore",
-                    )
-            elif isinstance(restore, InlineRestore):
-                self.check_inline_restore(index, restore)
-            elif paired_ref is None:
-                self.p.add(
-                    where,
-                    "restore-missing",
-                    f"restore: {restore!r} names a restore task but restore_runbook is not set",
-                )
-            elif paired is not None and restore not in paired_ids:
-                self.p.add(
-                    where,
-                    "restore-missing",
-                    f"restore: no task {restore!r} in restore runbook {paired_ref!r}",
-                )
-
-    def check_inline_restore(self, index: int, restore: InlineRestore) -> None:
-        where = ("tasks", index, "restore")
-        tmpl = self.registry.get(restore.template)
-        if tmpl is None:
-            self.p.add(
-                (*where, "template"),
-                "unknown-template",
-                f"restore.template: unknown template {restore.template!r}",
-            )
-            return
-        args = self._sampled(restore.args)
-        try:
-            tmpl.validate_args(args)
-        except ValidationError as exc:
-            validation_findings(self.p, exc, args, (*where, "args"), "bad-args")
+        check_restores(self.p, self.registry, self._sampled, paired_ref, paired)
 
     def check_paired_restore_params(self) -> None:
         paired_ref = self.data.get("restore_runbook")

@@ -11,13 +11,8 @@ from orchestrator.activities.training import TrainingActivities
 from orchestrator.contracts.training import JobState, QuarantineRequest, StartJobRequest
 from orchestrator.exceptions import FleetNotFound, FleetRejected
 from orchestrator.fleet.protocol import Fleet
-from orchestrator.lab.training.trace import (
-    FailureTrace,
-    TraceFleet,
-    TraceJob,
-    activity_clock,
-    trace_from_simulation,
-)
+from orchestrator.lab.training.failure_trace import FailureTrace, TraceJob, trace_from_simulation
+from orchestrator.lab.training.trace import TraceFleet, activity_clock
 from orchestrator.policy.training.ettr import FailureModel
 from orchestrator.policy.training.ettr_sim import SimulationParams, failure_traces, simulate_trace
 

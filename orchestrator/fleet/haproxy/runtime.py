@@ -92,6 +92,18 @@ class RuntimeApi:
             )
         return text
 
+    async def stats(self) -> list[dict[str, str]]:
+        """``show stat``: one row per frontend, backend and server, column name -> value
+        (``pxname``, ``svname``, counters such as ``stot``, ``econ``, ``hrsp_5xx``)."""
+        lines = (await self.command("show stat")).splitlines()
+        if not lines or not lines[0].startswith("# "):
+            raise FleetUnavailable(
+                f"HAProxy runtime API at {self.address}: `show stat` answered no CSV header",
+                reason="no stat header",
+            )
+        header = lines[0].removeprefix("# ").split(",")
+        return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
+
     async def writes(self, commands: Sequence[str]) -> None:
         """Run write commands in order, in as few lines as fit; raise on the first error.
 

@@ -4,9 +4,8 @@ Every building of the lab config gets ``hosts_per_building`` hosts, the first
 ``spares_per_building`` of them spares. A job runs as one :class:`~.runs.LiveRun`
 (a real trainer process whose checkpoints live in the job's own directory, the
 "shared storage" every host of the job can read) or, in model mode, a
-:class:`~.runs.ModelRun`. Faults act the way they would on real machines: a GPU
-error or a dead host kills the job's process, a building power loss takes every
-host in it down and opens an incident, a hung trainer is SIGSTOPped.
+:class:`~.runs.ModelRun`. Faults (``faults``, :class:`~.faults.TrainingFaults`) act
+the way they would on real machines.
 """
 
 from __future__ import annotations
@@ -27,10 +26,11 @@ from orchestrator.contracts.training import (
     TrainingJob,
 )
 from orchestrator.lab.errors import conflict, invalid, not_found
-from orchestrator.lab.training.checkpoints import corrupt_newest, list_checkpoints
+from orchestrator.lab.training.checkpoints import list_checkpoints
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
+from orchestrator.lab.training.faults import TrainingFaults
 from orchestrator.lab.training.runs import LiveRun, ModelRun, Run, model_digest
-from orchestrator.lab.training.sharded import corrupt_newest_sharded, list_sharded
+from orchestrator.lab.training.sharded import list_sharded
 from orchestrator.lab.training.torchjob.args import WorkerArgs
 from orchestrator.lab.training.torchjob.run import TorchRun
 from orchestrator.lab.training.trainer import TrainerArgs
@@ -43,34 +43,13 @@ from orchestrator.policy.training.models import (
     QuarantineRecord,
 )
 
-__all__ = ["FaultRecord", "LabTrainingCluster"]
+__all__ = ["LabTrainingCluster"]
 
 Clock = Callable[[], float]
 
 
 def _dt(t: float | None) -> datetime | None:
     return None if t is None else datetime.fromtimestamp(t, UTC)
-
-
-@dataclass
-class FaultRecord:
-    """One injected fault and when (lab wall clock): the ground truth for MTTD."""
-
-    kind: str
-    target: str
-    at: float
-    jobs_hit: list[str] = field(default_factory=list)
-    #: corrupt-checkpoint: the step whose data was damaged
-    step: int | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "target": self.target,
-            "at": self.at,
-            "jobs_hit": self.jobs_hit,
-            "step": self.step,
-        }
 
 
 @dataclass
@@ -119,7 +98,7 @@ class LabTrainingCluster:
         self.jobs = {j.name: _Job(j) for j in config.jobs}
         self.incidents: list[Incident] = []
         self.quarantine: list[QuarantineRecord] = []
-        self.faults: list[FaultRecord] = []
+        self.faults = TrainingFaults(self)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if config.workdir is not None:
             self.root = Path(config.workdir)
@@ -138,7 +117,7 @@ class LabTrainingCluster:
     def workdir(self, name: str) -> Path:
         return self.root / name
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
     def job_view(self, j: _Job) -> TrainingJob:
@@ -158,7 +137,7 @@ class LabTrainingCluster:
         ckpt = run.checkpoint_step()
         digest = run.params_digest()
         if self.mode == "model":
-            self._commit_model_checkpoints(j)
+            self.commit_model_checkpoints(j)
             if ckpt is not None:
                 digest = model_digest(cfg.name, cfg.seed, ckpt)
         return TrainingJob(
@@ -178,14 +157,14 @@ class LabTrainingCluster:
 
     def cluster(self) -> TrainingCluster:
         return TrainingCluster(
-            now=self._now(),
+            now=self.now(),
             hosts=[h.model_copy() for h in self.hosts.values()],
             incidents=list(self.incidents),
             quarantine=list(self.quarantine),
             jobs=[self.job_view(j) for j in self.jobs.values()],
         )
 
-    def _commit_model_checkpoints(self, j: _Job) -> None:
+    def commit_model_checkpoints(self, j: _Job) -> None:
         run = j.run
         if run is None:
             return
@@ -205,7 +184,7 @@ class LabTrainingCluster:
             if not workdir.exists():
                 return []
             return list_sharded(workdir) if j.cfg.kind == "torch" else list_checkpoints(workdir)
-        self._commit_model_checkpoints(j)
+        self.commit_model_checkpoints(j)
         out = []
         for step in sorted(j.model_ckpts):
             manifest = model_digest(j.cfg.name, j.cfg.seed, step)
@@ -224,7 +203,7 @@ class LabTrainingCluster:
     # --- mutations (called through the ledger, so each key applies once) ------------
 
     def _quarantined(self, host: str) -> bool:
-        now = self._now()
+        now = self.now()
         return any(r.host == host and r.active(now) for r in self.quarantine)
 
     def start(self, req: StartJobRequest) -> dict[str, Any]:
@@ -326,7 +305,7 @@ class LabTrainingCluster:
         out: dict[str, Any] = {"job": name, "was": was, "step": step}
         if checkpoint:
             if j.run is not None and self.mode == "model":
-                self._commit_model_checkpoints(j)
+                self.commit_model_checkpoints(j)
                 ckpt = j.run.checkpoint_step()
                 if ckpt is not None:
                     j.model_ckpts.add(ckpt)
@@ -337,7 +316,7 @@ class LabTrainingCluster:
     def quarantine_host(self, host: str, reason: str, until: datetime) -> dict[str, Any]:
         if host not in self.hosts:
             raise invalid("host", f"unknown host {host!r}")
-        now = self._now()
+        now = self.now()
         if until <= now:
             raise invalid("until", "must be in the future")
         offence = 1 + sum(1 for r in self.quarantine if r.host == host)
@@ -350,7 +329,7 @@ class LabTrainingCluster:
     def release_host(self, host: str) -> dict[str, Any]:
         if host not in self.hosts:
             raise invalid("host", f"unknown host {host!r}")
-        now = self._now()
+        now = self.now()
         released = 0
         for i, r in enumerate(self.quarantine):
             if r.host == host and r.active(now):
@@ -360,172 +339,6 @@ class LabTrainingCluster:
         # A host comes back from quarantine repaired: its GPUs were swapped or reset.
         self.hosts[host] = h.model_copy(update={"gpu_health": [True] * h.gpus})
         return {"host": host, "released": released}
-
-    # --- faults (lab only) ---------------------------------------------------------------
-
-    def _crash_jobs_on(self, hosts: set[str]) -> list[str]:
-        hit = []
-        for j in self.jobs.values():
-            if j.run is not None and set(j.hosts) & hosts and not j.run.exited():
-                j.run.kill()
-                hit.append(j.cfg.name)
-        return hit
-
-    def _record(self, kind: str, target: str, hit: list[str], at: float) -> FaultRecord:
-        record = FaultRecord(kind=kind, target=target, at=at, jobs_hit=hit)
-        self.faults.append(record)
-        return record
-
-    def _host(self, name: str) -> Host:
-        if name not in self.hosts:
-            raise not_found(f"unknown host {name!r}", "host")
-        return self.hosts[name]
-
-    def gpu_error(self, host: str, gpu: int = 0) -> FaultRecord:
-        h = self._host(host)
-        if not 0 <= gpu < h.gpus:
-            raise invalid("gpu", f"host {host} has GPUs 0..{h.gpus - 1}")
-        at = self.clock()
-        health = list(h.gpu_health)
-        health[gpu] = False
-        self.hosts[host] = h.model_copy(update={"gpu_health": health})
-        return self._record("gpu-error", f"{host}/gpu{gpu}", self._crash_jobs_on({host}), at)
-
-    def _down(self, names: list[str]) -> None:
-        for name in names:
-            self.hosts[name] = self.hosts[name].model_copy(
-                update={"state": HostState.DOWN, "job": None}
-            )
-
-    def host_down(self, host: str) -> FaultRecord:
-        self._host(host)
-        at = self.clock()
-        hit = self._crash_jobs_on({host})
-        self._down([host])
-        return self._record("host-down", host, hit, at)
-
-    def host_up(self, host: str) -> FaultRecord:
-        h = self._host(host)
-        if h.state is HostState.DOWN:
-            self.hosts[host] = h.model_copy(update={"state": HostState.IDLE})
-        return self._record("host-up", host, [], self.clock())
-
-    def power_loss(self, building: str) -> FaultRecord:
-        names = [h.name for h in self.hosts.values() if h.building == building]
-        if not names:
-            raise not_found(f"unknown building {building!r}", "building")
-        at = self.clock()
-        hit = self._crash_jobs_on(set(names))
-        self._down(names)
-        self.incidents.append(
-            Incident(
-                id=f"power-{building}-{len(self.incidents) + 1}",
-                building=building,
-                opened_at=datetime.fromtimestamp(at, UTC),
-            )
-        )
-        return self._record("power-loss", building, hit, at)
-
-    def power_restore(self, building: str) -> FaultRecord:
-        now = self._now()
-        for i, inc in enumerate(self.incidents):
-            if inc.building == building and inc.closed_at is None:
-                self.incidents[i] = inc.model_copy(update={"closed_at": now})
-        for h in list(self.hosts.values()):
-            if h.building == building and h.state is HostState.DOWN:
-                self.hosts[h.name] = h.model_copy(update={"state": HostState.IDLE})
-        return self._record("power-restore", building, [], self.clock())
-
-    def _running(self, name: str) -> Run:
-        j = self.job(name)
-        if j.run is None or j.run.exited():
-            raise conflict(f"job {name} is not running", "job")
-        return j.run
-
-    def hang(self, job: str) -> FaultRecord:
-        run = self._running(job)
-        at = self.clock()
-        run.pause()
-        return self._record("hang", job, [job], at)
-
-    def rank_kill(self, job: str, rank: int) -> FaultRecord:
-        """SIGKILL one rank of a PyTorch job (its torchrun agent sees it die)."""
-        run = self._running(job)
-        if not isinstance(run, TorchRun):
-            raise conflict(f"job {job} is not a PyTorch job: it has no ranks", "job")
-        if not 0 <= rank < len(run.job.agents):
-            raise invalid("rank", f"job {job} has ranks 0..{len(run.job.agents) - 1}")
-        at = self.clock()
-        try:
-            run.kill_rank(rank)
-        except ProcessLookupError as exc:
-            raise conflict(f"job {job}: {exc}", "rank") from None
-        return self._record("rank-kill", f"{job}/{rank}", [job], at)
-
-    def straggler(self, job: str, factor: float) -> FaultRecord:
-        if factor <= 0:
-            raise invalid("factor", "must be positive")
-        self._running(job).set_slow_factor(factor)
-        return self._record("straggler", job, [], self.clock())
-
-    def corrupt_checkpoint(self, job: str, crash: bool = True) -> FaultRecord:
-        """Corrupt the newest committed checkpoint; with ``crash`` the job dies too.
-
-        Corruption only matters when the job resumes, so the fault normally comes
-        with the crash (a storage fault that takes the job down) that makes it matter.
-        """
-        j = self.job(job)
-        at = self.clock()
-        hit = []
-        if crash and j.run is not None and not j.run.exited():
-            # Killed first, so it cannot commit a newer checkpoint over the corrupt one.
-            j.run.kill()
-            hit.append(job)
-        if self.mode == "live":
-            try:
-                corrupt = corrupt_newest_sharded if j.cfg.kind == "torch" else corrupt_newest
-                step = corrupt(self.workdir(job)).step
-            except Exception as exc:
-                raise conflict(f"job {job}: {exc}", "job") from None
-        else:
-            self._commit_model_checkpoints(j)
-            if not j.model_ckpts:
-                raise conflict(f"job {job} has no checkpoint to corrupt", "job")
-            step = max(j.model_ckpts)
-            j.model_corrupt.add(step)
-        record = self._record("corrupt-checkpoint", job, hit, at)
-        record.step = step
-        return record
-
-    def poison(self, job: str) -> FaultRecord:
-        """Crash the job now, and every later run while writing its first checkpoint.
-
-        A bad data shard or a corrupt optimizer state in miniature: restarts never get
-        past the checkpoint they resumed from, which is what the crash-loop guard is for.
-        """
-        if self.mode != "live":
-            raise invalid("kind", "poison needs live mode (it rides on the trainer's crash hook)")
-        j = self.job(job)
-        j.poisoned = True
-        at = self.clock()
-        hit = []
-        if j.run is not None and not j.run.exited():
-            j.run.kill()
-            hit.append(job)
-        return self._record("poison", job, hit, at)
-
-    def disk_full(self, job: str) -> FaultRecord:
-        """Fill the job's checkpoint storage: its next checkpoint write, and every later
-        run's, fails with ENOSPC, and the trainer exits 5 ("disk full")."""
-        if self.mode != "live":
-            raise invalid("kind", "disk-full needs live mode (real trainers write the files)")
-        j = self.job(job)
-        j.disk_full = True
-        hit = []
-        if j.run is not None and not j.run.exited():
-            j.run.fill_disk()
-            hit.append(job)
-        return self._record("disk-full", job, hit, self.clock())
 
     def close(self) -> None:
         for j in self.jobs.values():

@@ -24,7 +24,8 @@ from orchestrator.contracts.training import (
 )
 from orchestrator.lab.errors import invalid, rejected
 from orchestrator.lab.state import FleetState, Mutated
-from orchestrator.lab.training.cluster import FaultRecord, LabTrainingCluster
+from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.faults import FaultRecord
 from orchestrator.models import MutationResult, StrictModel
 
 __all__ = ["FaultRequest", "mount_training"]
@@ -78,7 +79,8 @@ def mount_training(
     if power is None:
 
         def power(building: str, on: bool) -> FaultRecord:
-            return cluster.power_restore(building) if on else cluster.power_loss(building)
+            faults = cluster.faults
+            return faults.power_restore(building) if on else faults.power_loss(building)
 
     v1 = APIRouter(prefix="/v1", dependencies=list(v1_dependencies), tags=["training"])
 
@@ -150,22 +152,23 @@ def mount_training(
 
     @lab.get("/faults")
     async def fault_log() -> list[dict[str, Any]]:
-        return [f.as_json() for f in cluster.faults]
+        return [f.as_json() for f in cluster.faults.log]
 
     @lab.post("/faults/{kind}")
     async def inject(kind: str, req: FaultRequest) -> dict[str, Any]:
+        faults = cluster.faults
         actions = {
-            "gpu-error": lambda: cluster.gpu_error(_need(req.host, "host"), req.gpu),
-            "host-down": lambda: cluster.host_down(_need(req.host, "host")),
-            "host-up": lambda: cluster.host_up(_need(req.host, "host")),
+            "gpu-error": lambda: faults.gpu_error(_need(req.host, "host"), req.gpu),
+            "host-down": lambda: faults.host_down(_need(req.host, "host")),
+            "host-up": lambda: faults.host_up(_need(req.host, "host")),
             "power-loss": lambda: power(_need(req.building, "building"), False),
             "power-restore": lambda: power(_need(req.building, "building"), True),
-            "hang": lambda: cluster.hang(_need(req.job, "job")),
-            "rank-kill": lambda: cluster.rank_kill(_need(req.job, "job"), req.rank),
-            "poison": lambda: cluster.poison(_need(req.job, "job")),
-            "disk-full": lambda: cluster.disk_full(_need(req.job, "job")),
-            "straggler": lambda: cluster.straggler(_need(req.job, "job"), req.factor),
-            "corrupt-checkpoint": lambda: cluster.corrupt_checkpoint(
+            "hang": lambda: faults.hang(_need(req.job, "job")),
+            "rank-kill": lambda: faults.rank_kill(_need(req.job, "job"), req.rank),
+            "poison": lambda: faults.poison(_need(req.job, "job")),
+            "disk-full": lambda: faults.disk_full(_need(req.job, "job")),
+            "straggler": lambda: faults.straggler(_need(req.job, "job"), req.factor),
+            "corrupt-checkpoint": lambda: faults.corrupt_checkpoint(
                 _need(req.job, "job"), req.crash
             ),
         }

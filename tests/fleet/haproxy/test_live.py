@@ -279,6 +279,31 @@ class TestBigMap:
             assert (await fleet.routing()).buckets == table.buckets
 
 
+class TestStats:
+    """``show stat`` rows count what HAProxy really served, server by server."""
+
+    async def test_server_rows_count_the_requests_each_region_answered(
+        self, proxy: RunningHAProxy
+    ) -> None:
+        fleet, _ = recording(proxy)
+        await adopt(fleet)
+        version = (await fleet.routing()).version
+        await fleet.write_routing(
+            split({"us-east": 0.5, "ap-south": 0.5}), if_match=version, idempotency_key="s"
+        )
+        seen = await regions_seen(proxy.pop_ports["edge-1"], users=40)
+        rows = await RuntimeApi(str(proxy.socket_path)).stats()
+        # each region's backend has one server, "web"
+        served = {
+            r["pxname"]: int(r["stot"])
+            for r in rows
+            if r["pxname"] in REGIONS and r["svname"] == "web"
+        }
+        assert set(seen) == {"us-east", "ap-south"}
+        assert served == {region: seen.get(region, 0) for region in REGIONS}
+        assert {"FRONTEND", "BACKEND"} <= {r["svname"] for r in rows}
+
+
 class TestOverTcpAndRefusals:
     """The runtime API over TCP works like the unix socket; what HAProxy cannot do is
     refused by name, a wrong map name says which setting, and health is missing data,
