@@ -86,6 +86,7 @@ def _serve_haproxy(
 
     from orchestrator.lab.config import load_config
     from orchestrator.lab.haproxy.app import create_haproxy_app
+    from orchestrator.lab.haproxy.config import RULES
     from orchestrator.lab.haproxy.plane import HAProxyDataPlane
     from orchestrator.processes import interrupt_on_signals
 
@@ -107,8 +108,8 @@ def _serve_haproxy(
             )
             console.print(
                 f"Prometheus: scrape config {plane.layout.prometheus_path} (HAProxy "
-                f"{plane.metrics_url}, region backends' /metrics); health queries for it: "
-                "orchestrator/promhealth/haproxy-lab-queries.yaml",
+                f"{plane.metrics_url}, region backends' /metrics; rules {RULES}); health "
+                "queries for it: orchestrator/promhealth/haproxy-lab-queries.yaml",
                 highlight=False,
             )
             # uvicorn re-raises the SIGTERM/SIGINT it stopped on; as KeyboardInterrupt

@@ -9,7 +9,7 @@ import pytest
 
 PROMTOOL = Path("/usr/bin/promtool")
 
-__all__ = ["PROMTOOL", "check_metrics", "check_rules", "test_rules"]
+__all__ = ["PROMTOOL", "check_config", "check_metrics", "check_rules", "test_rules"]
 
 
 def _promtool(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -24,6 +24,13 @@ def check_metrics(text: str) -> str:
     """promtool's complaints about ``text`` ('' when it passes)."""
     done = _promtool(["check", "metrics"], text)
     return "" if done.returncode == 0 else (done.stdout + done.stderr or f"exit {done.returncode}")
+
+
+def check_config(path: Path) -> str:
+    """promtool's complaints about the prometheus.yml ``path`` and the rule files it loads
+    ('' when they are valid)."""
+    done = _promtool(["check", "config", str(path)])
+    return "" if done.returncode == 0 else done.stdout + done.stderr
 
 
 def check_rules(path: Path) -> str:

@@ -10,6 +10,9 @@ absolute, request counts within 10% (``increase()`` extrapolates), p99 within th
 histogram bucket holding the lab's p99, for regions with at least DENSE successes (with
 fewer, the lab's p99 interpolates between the two slowest requests, which may lie buckets
 apart). The one-slot region's PromQL p99 must show the wait in HAProxy's queue instead.
+The same Prometheus evaluates the lab's recording rules (haproxy-lab.rules.yml): the recorded
+region rps and error ratio agree, within the same tolerances (measured: equal), with the
+health queries at the rules' 1m window evaluated at the recording's own timestamp.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
+from orchestrator.lab.haproxy.config import RULES
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
@@ -46,6 +51,8 @@ WINDOW_S = 300.0
 #: a zero sample, not before its first: over a 12 s span (2,400 requests, quiet machine)
 #: that read 10.7% high; over 40 s, at most 2.75%.
 SAMPLED_S = 40.0
+#: two scrape intervals of the test's Prometheus
+SETTLED_S = 2.0
 
 
 def bucket_width(value_s: float) -> float:
@@ -65,6 +72,46 @@ async def scraped(http: httpx.AsyncClient, prom: str, query: str, value: float) 
         return await scalar(http, prom, query) == value
 
     assert await wait_until_async(done, timeout_s=60), f"Prometheus never saw {query} == {value}"
+
+
+async def by_region(
+    http: httpx.AsyncClient, prom: str, query: str, at: float | None = None
+) -> dict[str, float]:
+    """region -> value of ``query``'s answer (at time ``at``, else now)."""
+    params: dict[str, str | float] = {"query": query} | ({"time": at} if at is not None else {})
+    answer = (await http.get(f"{prom}/api/v1/query", params=params)).json()
+    return {r["metric"]["region"]: float(r["value"][1]) for r in answer["data"]["result"]}
+
+
+async def recordings_agree(http: httpx.AsyncClient, prom: str) -> None:
+    """The recorded rps and error ratio per region agree with the health queries at 1m
+    evaluated at the recording's own time (``timestamp()`` of a recorded sample is its rule's
+    evaluation time). Called once every count is scraped; a recording SETTLED_S later saw
+    them all (a rule may run before a scrape's samples land, stamped with its start)."""
+    queries = yaml.safe_load(HAPROXY_LAB_QUERIES.read_text())["regions"]
+    after = time.time() + SETTLED_S
+    for record, query, tolerance in (
+        ("region:haproxy_server_requests:rate1m", "rps", 0.1),
+        ("region:haproxy_server_errors:ratio_rate1m", "error_rate", 0.01),
+    ):
+        stamp = f"timestamp({record})"
+
+        async def settled(stamp: str = stamp) -> bool:
+            stamps = await by_region(http, prom, stamp)
+            return bool(stamps) and min(stamps.values()) >= after
+
+        assert await wait_until_async(settled, timeout_s=30), f"{record} never recorded"
+        # one evaluation's values and time: the latest before a moment every evaluation
+        # up to which has landed (one takes milliseconds)
+        before = time.time() - 0.5
+        recorded = await by_region(http, prom, record, before)
+        assert set(recorded) == {"east", "west", "tiny"}, (record, recorded)
+        [at] = set((await by_region(http, prom, stamp, before)).values())
+        health = await by_region(http, prom, queries[query].replace("$window", "1m"), at)
+        for region, ours in recorded.items():
+            theirs = health[region]
+            bound = tolerance * theirs if query == "rps" else tolerance
+            assert abs(ours - theirs) <= bound, (record, region, ours, theirs)
 
 
 FRONTEND = 'sum(haproxy_frontend_http_requests_total{proxy!="stats"})'
@@ -99,7 +146,7 @@ async def test_promql_agrees_with_the_haproxy_labs_health(tmp_path: Path) -> Non
     with HAProxyDataPlane(config, tmp_path / "lab") as plane, fleet_api(plane) as lab:
         targets = [t for group in plane.layout.scrape_targets().values() for t in group]
         async with (
-            prometheus(tmp_path, targets) as prom,
+            prometheus(tmp_path, targets, rules=RULES.read_text()) as prom,
             httpx.AsyncClient(base_url=lab, timeout=10) as http,
             httpx.AsyncClient(timeout=5) as promhttp,
         ):
@@ -113,6 +160,7 @@ async def test_promql_agrees_with_the_haproxy_labs_health(tmp_path: Path) -> Non
             )
             await scraped(promhttp, prom, FRONTEND, REQUESTS)
             await scraped(promhttp, prom, BACKENDS, REQUESTS - sum(refused.values()))
+            await recordings_agree(promhttp, prom)
             await asyncio.sleep(max(0.0, SAMPLED_S - (time.monotonic() - zeros_at)))
             source = PrometheusHealth(
                 load_config(HAPROXY_LAB_QUERIES).model_copy(update={"url": prom})

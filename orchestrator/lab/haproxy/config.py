@@ -45,6 +45,7 @@ __all__ = [
     "FULL_WEIGHT",
     "POOL_WEIGHT_LUA",
     "RTT_LUA",
+    "RULES",
     "Layout",
     "haproxy_cfg",
     "prometheus_yml",
@@ -63,6 +64,10 @@ EDGE_HEADER = "x-lab-edge-us"
 
 #: a pool at weight 1.0 (the adapter's ORCHESTRATOR_HAPROXY_FULL_WEIGHT default)
 FULL_WEIGHT = 100
+
+#: recording rules (the region health queries at a 1m window) and the refusal alert; package
+#: data, so a pip-installed lab loads them too (deploy/ is not in the package)
+RULES = Path(__file__).with_name("haproxy-lab.rules.yml")
 
 
 #: ``lua.pool_weight(<backend>,<server>)``: the server's weight as the orchestrator sees it,
@@ -267,9 +272,12 @@ def haproxy_cfg(config: LabConfig, layout: Layout) -> str:
 
 def prometheus_yml(layout: Layout, scrape_interval_s: int = 5) -> str:
     """A prometheus.yml scraping this lab: HAProxy's exporter and the region backends, the
-    series ``orchestrator/promhealth/haproxy-lab-queries.yaml`` reads."""
+    series ``orchestrator/promhealth/haproxy-lab-queries.yaml`` reads, and evaluating
+    :data:`RULES` (absolute path) at every scrape."""
+    interval = f"{scrape_interval_s}s"
     config = {
-        "global": {"scrape_interval": f"{scrape_interval_s}s"},
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(RULES.resolve())],
         "scrape_configs": [
             {"job_name": job, "static_configs": [{"targets": targets}]}
             for job, targets in layout.scrape_targets().items()

@@ -10,10 +10,11 @@ import httpx
 import pytest
 import yaml
 
+from orchestrator.lab.haproxy.config import RULES
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.models import RegionHealth
 from tests.lab.haproxy.test_data_plane import edge, lab_config
-from tests.metrics.promtool import check_metrics
+from tests.metrics.promtool import check_config, check_metrics
 
 pytestmark = pytest.mark.server
 
@@ -50,10 +51,13 @@ async def test_latency_counts_the_wait_in_haproxys_queue(tmp_path: Path) -> None
 
 
 async def test_scrape_config_names_every_target(tmp_path: Path) -> None:
-    """The prometheus.yml the plane writes lists HAProxy's exporter and every backend, and
-    each target answers ``/metrics``."""
+    """The prometheus.yml the plane writes lists HAProxy's exporter and every backend, each
+    target answers ``/metrics``, and it loads the lab's rules (the package's file, by absolute
+    path), which promtool accepts with it."""
     with HAProxyDataPlane(lab_config(), tmp_path) as plane:
         config = yaml.safe_load(plane.layout.prometheus_path.read_text())
+        assert config["rule_files"] == [str(RULES.resolve())] and RULES.is_absolute()
+        assert check_config(plane.layout.prometheus_path) == ""
         targets = {
             job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]
         }
