@@ -40,6 +40,10 @@ def brute_force_min_churn(before: list[str], shares: dict[str, float]) -> int:
     options = []
     for region in REGIONS:
         exact = shares.get(region, 0.0) * n
+        # 0.28 x 25 is 7.000000000000001 in floats and 7 in fact: 8 is not within one bucket
+        # of a share of exactly 7 (hypothesis found the oracle allowing it, one move fewer)
+        if abs(exact - round(exact)) < 1e-9:
+            exact = round(exact)
         options.append(sorted({math.floor(exact), math.ceil(exact)}))
     best = n
     for counts in itertools.product(*options):
@@ -77,6 +81,7 @@ class TestMinimalChurn:
     @given(current_buckets, fractions())
     # Shares summing to 1 - 1e-16 made r0's exact share 1.0000000000000002 buckets.
     @example(["r0"] * 4, {"r0": 0.25, "r1": 1 / 3, "r2": 1 / 6, "r3": 0.25})
+    @example(["r0"] * 25, {"r0": 0.28, "r2": 0.34, "r3": 0.38})
     def test_churn_equals_the_minimum_possible(
         self, before: list[str], shares: dict[str, float]
     ) -> None:
