@@ -16,7 +16,11 @@ from the lab and passes them here in the environment:
 
 Each Locust user is pinned to one PoP (smooth weighted round-robin, so the PoP
 mix matches the weights) and owns a fixed set of end-user ids, so buckets and
-sticky sessions are real and repeatable. It runs in its own process: gevent
+sticky sessions are real and repeatable. Its requests arrive on a Poisson schedule
+(exponential gaps, its own seeded stream), so the users together are Poisson
+arrivals, as real users are: Locust's ``constant_throughput`` keeps every user on a
+fixed 1/rate beat, so users spawned together and users released together by a stall
+arrive together, bursts that filled HAProxy's queues at 60% utilization. It runs in its own process: gevent
 monkey-patches the interpreter, so it is never imported by the orchestrator.
 """
 
@@ -29,12 +33,14 @@ import random
 import time
 from typing import Any
 
-from locust import constant_throughput, task
+from locust import task
 from locust.contrib.fasthttp import FastHttpUser
 
 _POPS: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_POPS", '{"nyc": 1}'))
 _RPS = float(os.environ.get("LAB_TRAFFIC_RPS", "10"))
 _USERS = max(int(os.environ.get("LAB_TRAFFIC_USERS", "5")), 1)
+#: each Locust user's requests per second
+_USER_RPS = _RPS / _USERS
 _MIX: dict[str, float] = json.loads(os.environ.get("LAB_TRAFFIC_MIX", '{"web": 1}'))
 _IDS = max(int(os.environ.get("LAB_TRAFFIC_IDS", "64")), 1)
 _SHIFT: dict[str, Any] | None = json.loads(os.environ.get("LAB_TRAFFIC_SHIFT", "null"))
@@ -66,7 +72,16 @@ _shift_order = _pop_order(_SHIFT["pops"]) if _SHIFT else None
 class LabUser(FastHttpUser):
     """One stream of end users arriving at one PoP, at ``RPS / USERS`` requests per second."""
 
-    wait_time = constant_throughput(_RPS / _USERS)
+    def wait_time(self) -> float:
+        """Until the next arrival on this user's Poisson schedule. Behind it by less than
+        a mean gap (its answer outlasted a short gap), it sends at once and keeps the
+        schedule, so the rate holds; further behind (a stall), the schedule restarts from
+        now with a fresh gap, so a stall does not release every user on the same beat."""
+        now = time.monotonic()
+        self.due += self.arrivals.expovariate(_USER_RPS)
+        if self.due < now - 1.0 / _USER_RPS:
+            self.due = now + self.arrivals.expovariate(_USER_RPS)
+        return max(0.0, self.due - now)
 
     def on_start(self) -> None:
         index = self.index = next(_counter)
@@ -77,6 +92,9 @@ class LabUser(FastHttpUser):
         # their end users (and so their buckets) apart; worker 0 keeps the one-process ids.
         worker = int(getattr(self.environment.runner, "worker_index", 0) or 0)
         self.rng = random.Random(index + 1_000_003 * worker)
+        # its own stream, so the ids and services drawn from rng stay as they were
+        self.arrivals = random.Random(~(index + 1_000_003 * worker))
+        self.due = time.monotonic()
         owner = f"{index}" if worker == 0 else f"w{worker}-{index}"
         self.user_ids = [f"{self.pop}-{owner}-{k}" for k in range(_IDS)]
         self.services = list(_MIX)
