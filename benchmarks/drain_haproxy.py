@@ -34,23 +34,29 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
   override, the rebalancer's next 1 s epoch, the map write), to +-0.1 s. It does not
   include the wait before the gate (``warm_after_s``) nor the 5 s metric window.
 
-    python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~4.5 min/trial)
+    python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~2.2 min/trial)
 
-Results (results/drain_haproxy.json, 3 trials, 03:23-03:37 UTC 2026-12-06, a 2-core machine
-shared with two other sessions' tests: load average 2.4-10.7 over the trials). The claims do
-not hold here. Before the drain: 966-1,210 rps served of 1,200 offered, 0/51/0 5xx in 10 s
-at 49-60% reported utilization. Paced drains (k_min 4, 2, 4): all three rolled back on the
-gates (receivers' error rate > 1%), at 1.3-4.1x the shortest safe schedule, with 169-2,346
-5xx (0.45-3.4%), every one HAProxy's ``econ`` (queue full: ``maxqueue`` = 4 x slots); the
-receivers' p99 stayed at 311-347 ms (SLO 800) and their reported utilization at 50-62%.
-The naive drain was worse in every trial: 9.6-16.4% 5xx. Restores completed.
-Why: a web slot is held for HAProxy's ``rtime``, 113-161 ms, where the capacity model
-counts 80 ms (the slot stays held through the cache and kv calls, 12 ms, and the backend's
-event-loop lag on the loaded CPUs), so slot occupancy read 73-81% before the drain and
-81-88% at its end (~99-104% in the naive drain) while the lab reported 50-62%.
-CPU per 1,000 rps served, pre-drain: HAProxy 0.17-0.22 cores (0.21-0.25 during the drain,
-with the 10 Hz map poll), region backends 0.56-0.65, Locust (2 processes) 0.26-0.28, the
-lab's fleet API 0.11-0.12. Gate-to-decision: 0.93-1.49 s (median of trials 1.21 s).
+Results (results/drain_haproxy.json, 3 trials, 06:54-07:01 UTC 2026-12-06, the 2-core
+machine otherwise idle: load average 2.0-4.5, most of it this benchmark's own processes).
+5 of 8 claims hold. Before the drain: 1,202-1,214 rps served of 1,200 offered, 0 5xx at
+54-57% web utilization (HAProxy's slot occupancy 56-57%). The three paced drains (k_min 4)
+completed, receivers' p99 575-742 ms (SLO 800), utilization 0.68-0.73; restores completed.
+Not met: the paced drain took 1.23, 1.57 and 1.66x the shortest safe schedule, and two of
+the three had drain-caused 5xx, 348 and 339 (0.7%), each one receiver's HAProxy queue
+filling once (``qmax`` 160 = ``maxqueue``, every 5xx HAProxy's ``econ``) while its mean
+queue time stayed 17 ms: a backend stalled for a fraction of a second. The naive drain
+was worse than the paced one in two trials (229 and 28 5xx, 2.0% and 0.2%) but not in the
+second (12 5xx against the paced drain's 339).
+CPU per 1,000 rps served, pre-drain: HAProxy 0.20-0.24 cores (0.24-0.30 during the drain,
+with the 10 Hz map poll). Gate-to-decision: 0.47-1.07 s (medians 0.55-1.04 s).
+What changed since the first run (3 of 8 met, every paced drain rolled back): ``maxconn``
+counts the dependency calls (web 40 slots -> 46 connections; the slot was held 113-161 ms
+where the capacity model counted 80), backends on uvloop/httptools without FastAPI's
+parameter parsing (0.97 -> 0.5 ms CPU per request), warmth that follows the live map, and
+Poisson arrivals from Locust (``constant_throughput`` users arrived on a common beat).
+Two runs on the way, same day: before the Poisson arrivals, one run had every paced drain
+rolled back with 144 and 66 5xx before the drain in two trials; one before the Starlette
+endpoint completed all three paced drains at 1.48-2.46x, 0-587 drain-caused 5xx.
 """
 
 from __future__ import annotations
