@@ -9,6 +9,7 @@ mark, routing version) so the adapter steers it at once. :meth:`stop` stops them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -42,10 +43,19 @@ HAPROXY = "haproxy"
 log = get_logger(__name__)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports. Every socket stays bound until all are chosen: one
+    bound and closed at a time, the kernel can hand out the same port twice, and HAProxy
+    then binds two PoP frontends to one port (SO_REUSEPORT) and answers one PoP's users
+    with the other's routing (a CI run's drain test saw p1's users routed as p2's)."""
+    with contextlib.ExitStack() as bound:
+        sockets = [
+            bound.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 class HAProxyDataPlane:
@@ -63,14 +73,16 @@ class HAProxyDataPlane:
         """``edge_port_base``: PoPs listen on it, +1, ... in config order (0: free ports)."""
         self.config = config
         pops = [p.name for p in config.pops]
+        regions = [r.name for r in config.regions]
+        free = iter(_free_ports(len(pops) + len(regions) + 1))
         self.layout = Layout(
             directory=directory,
             pop_ports={
-                p: (edge_port_base + i if edge_port_base else _free_port())
+                p: (edge_port_base + i if edge_port_base else next(free))
                 for i, p in enumerate(pops)
             },
-            region_ports={r.name: _free_port() for r in config.regions},
-            stats_port=stats_port or _free_port(),
+            region_ports={r: next(free) for r in regions},
+            stats_port=stats_port or next(free),
         )
         self._timeout_s = start_timeout_s
         self.backends: dict[str, subprocess.Popen[bytes]] = {}
