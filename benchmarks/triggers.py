@@ -52,11 +52,11 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
+from orchestrator.ports import free_port  # noqa: E402
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
 from orchestrator.triggers.boundary import HEADER_TIMEOUT_S  # noqa: E402
 from orchestrator.waiting import http_ok_async, wait_until_async  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
-from testkit.ports import free_port  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"

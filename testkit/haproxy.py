@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 from orchestrator.fleet.haproxy import HAProxyFleet, RuntimeApi, load_topology
+from orchestrator.ports import free_port
 from orchestrator.waiting import exited, wait_until
-from testkit.ports import free_port
 
 __all__ = [
     "HAPROXY",

@@ -21,8 +21,8 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import LabConfig, load_config
 from orchestrator.lab.runtime import LabRuntime
 from orchestrator.lab.server import LabThread, build_app
+from orchestrator.ports import free_port
 from orchestrator.waiting import exited, http_ok, wait_until
-from testkit.ports import free_port
 
 __all__ = ["ROOMY_RPS", "LabClock", "Mode", "RunningLab", "lab_config", "launch_lab"]
 

@@ -45,9 +45,9 @@ from orchestrator.lab.config import DemandConfig, LabConfig, load_config
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.lab.training.config import TrainingLabConfig
 from orchestrator.models import AuditEntry
+from orchestrator.ports import free_port
 from orchestrator.temporal import data_converter
 from testkit.lab import RunningLab, launch_lab
-from testkit.ports import free_port
 
 __all__ = [
     "ChaosPlan",

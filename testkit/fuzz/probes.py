@@ -38,8 +38,8 @@ from orchestrator.cli import app as cli_app
 from orchestrator.commands.output import error_reason
 from orchestrator.exceptions import Infeasible, PolicyError, RunbookError
 from orchestrator.policy.rebalance.taiji import SolverInstance, SolverResult, solve
+from orchestrator.ports import free_port
 from orchestrator.runbook import Finding, RunbookInvalid, load_runbook
-from testkit.ports import free_port
 
 __all__ = [
     "REPO",

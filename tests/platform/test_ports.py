@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from testkit import ports
+from orchestrator import ports
 
 
 class TestFreePort:

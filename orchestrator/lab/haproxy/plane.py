@@ -9,7 +9,6 @@ mark, routing version) so the adapter steers it at once. :meth:`stop` stops them
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 import socket
 import subprocess
@@ -33,6 +32,7 @@ from orchestrator.lab.haproxy.config import (
     topology,
 )
 from orchestrator.logging import get_logger
+from orchestrator.ports import free_ports
 from orchestrator.processes import spawn, stop_group
 from orchestrator.waiting import exited, http_ok, wait_until
 
@@ -41,21 +41,6 @@ __all__ = ["HAPROXY", "HAProxyDataPlane"]
 HAPROXY = "haproxy"
 
 log = get_logger(__name__)
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports. Every socket stays bound until all are chosen: one
-    bound and closed at a time, the kernel can hand out the same port twice, and HAProxy
-    then binds two PoP frontends to one port (SO_REUSEPORT) and answers one PoP's users
-    with the other's routing (a CI run's drain test saw p1's users routed as p2's)."""
-    with contextlib.ExitStack() as bound:
-        sockets = [
-            bound.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            for _ in range(count)
-        ]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 class HAProxyDataPlane:
@@ -74,7 +59,7 @@ class HAProxyDataPlane:
         self.config = config
         pops = [p.name for p in config.pops]
         regions = [r.name for r in config.regions]
-        free = iter(_free_ports(len(pops) + len(regions) + 1))
+        free = iter(free_ports(len(pops) + len(regions) + 1))
         self.layout = Layout(
             directory=directory,
             pop_ports={

@@ -12,8 +12,8 @@ from orchestrator.config import load_settings
 from orchestrator.fleet.configured import haproxy_fleet
 from orchestrator.fleet.haproxy.admin import adopt, check
 from orchestrator.models import RoutingWrite, ServiceWeightChange
+from orchestrator.ports import free_port
 from testkit.haproxy import HAPROXY, RunningHAProxy
-from testkit.ports import free_port
 
 pytestmark = pytest.mark.server
 

@@ -10,8 +10,8 @@ import uvicorn
 
 from orchestrator.lab.haproxy.app import create_haproxy_app
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from orchestrator.ports import free_port
 from orchestrator.waiting import wait_until
-from testkit.ports import free_port
 
 __all__ = ["fleet_api"]
 

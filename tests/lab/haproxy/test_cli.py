@@ -22,9 +22,9 @@ import yaml
 from orchestrator.exceptions import FleetRejected
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.models import HealthReport, RoutingWrite, ServiceWeightChange, ShardMove
+from orchestrator.ports import free_port
 from orchestrator.processes import group_alive, spawn
 from orchestrator.waiting import exited, http_ok, wait_until
-from testkit.ports import free_port
 from tests.lab.haproxy.test_data_plane import lab_config, of, users_routed
 
 pytestmark = pytest.mark.server
