@@ -33,7 +33,7 @@ from orchestrator.lab.config import LabConfig
 from orchestrator.lab.memory import URL, MemoryFleet
 from orchestrator.lab.server import LabThread, build_app
 from testkit.lab import ROOMY_RPS, lab_config
-from tests.fixtures.temporal import new_worker
+from tests.fixtures.temporal import new_worker, skip_time
 
 __all__ = ["ROOMY_RPS", "Stack", "clock_stack", "fleet_config", "lab_config", "model_lab", "stack"]
 
@@ -50,7 +50,7 @@ class Stack:
     async def sleep(self, seconds: float) -> None:
         """Let ``seconds`` of workflow time pass: skipped on the time-skipping server."""
         if self.env is not None and self.env.supports_time_skipping:
-            await self.env.sleep(seconds)
+            await skip_time(self.env, seconds)
         else:
             await asyncio.sleep(seconds)
 

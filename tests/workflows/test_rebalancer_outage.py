@@ -24,7 +24,7 @@ from orchestrator.exceptions import FleetUnavailable
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.server import LabThread
 from orchestrator.models import HealthReport, RoutingTable, Topology
-from tests.fixtures.temporal import new_worker
+from tests.fixtures.temporal import new_worker, skip_time
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 EPOCH_S = 30.0
@@ -84,7 +84,7 @@ async def outage(
 async def status_after(
     env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any], seconds: float
 ) -> RebalancerStatus:
-    await env.sleep(seconds)
+    await skip_time(env, seconds)
     status: RebalancerStatus = await handle.query(TrafficRebalanceWorkflow.status)
     return status
 
@@ -141,7 +141,7 @@ class TestFleetOutage:
             found = await handle.query(TrafficRebalanceWorkflow.override_ticket, ticket)
             if found.outcome not in ("pending", "unknown"):
                 break
-            await time_env.sleep(30)
+            await skip_time(time_env, 30)
         fleet.down = False
 
         assert found.outcome == "failed" and found.error_type == "Infeasible"
