@@ -97,11 +97,17 @@ class PrometheusHealth:
         if self._owns_client:
             await self._http.aclose()
 
-    async def query(self, promql: str, *, where: str = "query") -> list[Sample]:
-        """Evaluate one instant query; errors name ``where`` (the config field)."""
+    async def query(
+        self, promql: str, *, where: str = "query", at: datetime | None = None
+    ) -> list[Sample]:
+        """Evaluate one instant query, at ``at`` (default: Prometheus's now); errors name
+        ``where`` (the config field)."""
         url = f"{self.config.url}/api/v1/query"
+        form = {"query": promql}
+        if at is not None:
+            form["time"] = f"{at.timestamp():.3f}"
         try:
-            response = await self._http.post(url, data={"query": promql}, headers=self._headers)
+            response = await self._http.post(url, data=form, headers=self._headers)
         except httpx.HTTPError as exc:
             raise FleetUnavailable(f"prometheus at {self.config.url}: {exc!s}") from None
         if response.status_code in (401, 403):
@@ -127,13 +133,18 @@ class PrometheusHealth:
         return parse_result(body.get("data"), where)
 
     async def _scope(
-        self, scope: str, queries: MetricQueries, labels: Sequence[str], window: str
+        self,
+        scope: str,
+        queries: MetricQueries,
+        labels: Sequence[str],
+        window: str,
+        at: datetime | None,
     ) -> dict[Key, dict[str, float | None]]:
         configured = queries.configured()
         names = list(configured)
         answers = await asyncio.gather(
             *(
-                self.query(configured[n].replace(WINDOW, window), where=f"{scope}.{n}")
+                self.query(configured[n].replace(WINDOW, window), where=f"{scope}.{n}", at=at)
                 for n in names
             )
         )
@@ -168,17 +179,27 @@ class PrometheusHealth:
         # increase() extrapolates, so a window with traffic can read 0.4 requests.
         return {**numbers, "samples": max(1, round(samples))}
 
-    async def health(self, window_s: float | None = None) -> HealthReport:
+    async def health(
+        self, window_s: float | None = None, *, at: datetime | None = None
+    ) -> HealthReport:
+        """The health over the ``window_s`` before now, or before ``at``: every query is
+        then evaluated at that one instant, so that the windows of a report's numbers are
+        exactly the same (an incident's health read again afterwards, or a test that needs
+        its window to start before a known moment, whatever the queries' delay)."""
         config = self.config
         window_s = window_s or config.default_window_s
         window = prometheus_duration(window_s)
-        observed_at = self._clock()
+        observed_at = at or self._clock()
         regions, services, pops = await asyncio.gather(
-            self._scope("regions", config.regions, [config.region_label], window),
+            self._scope("regions", config.regions, [config.region_label], window, at),
             self._scope(
-                "services", config.services, [config.region_label, config.service_label], window
+                "services",
+                config.services,
+                [config.region_label, config.service_label],
+                window,
+                at,
             ),
-            self._scope("pops", config.pops, [config.pop_label], window),
+            self._scope("pops", config.pops, [config.pop_label], window, at),
         )
         for region in config.expected_regions:
             regions.setdefault((region,), {})

@@ -29,15 +29,21 @@ def vector(*series: tuple[dict[str, str], str]) -> dict[str, Any]:
     }
 
 
-def stand_in(answers: dict[str, Any], seen: list[str]) -> FastAPI:
-    """Answers each PromQL text from ``answers``; unknown text is a bad_data 400, like Prometheus."""
+def stand_in(
+    answers: dict[str, Any], seen: list[str], times: list[str | None] | None = None
+) -> FastAPI:
+    """Answers each PromQL text from ``answers``; unknown text is a bad_data 400, like Prometheus.
+    Each query's evaluation time (None: not given) goes to ``times``."""
     app = FastAPI()
 
     @app.post("/api/v1/query")
     async def query(request: Request) -> JSONResponse:
         # Parsed by hand: FastAPI's Form() needs python-multipart, which the project lacks.
-        query = parse_qs((await request.body()).decode())["query"][0]
+        form = parse_qs((await request.body()).decode())
+        query = form["query"][0]
         seen.append(query)
+        if times is not None:
+            times.append(form.get("time", [None])[0])
         if query in answers:
             answer = answers[query]
             status = answer.pop("_status", 200) if isinstance(answer, dict) else 200
@@ -49,8 +55,14 @@ def stand_in(answers: dict[str, Any], seen: list[str]) -> FastAPI:
     return app
 
 
-def source(config: PromHealthConfig, answers: dict[str, Any], seen: list[str]) -> PrometheusHealth:
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=stand_in(answers, seen)))
+def source(
+    config: PromHealthConfig,
+    answers: dict[str, Any],
+    seen: list[str],
+    times: list[str | None] | None = None,
+) -> PrometheusHealth:
+    app = stand_in(answers, seen, times)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     return PrometheusHealth(config, client=client, clock=lambda: NOW)
 
 
@@ -87,6 +99,22 @@ class TestHealth:
         eu, us = report.region("eu"), report.region("us")
         assert (eu.rps, eu.error_rate, eu.samples) == (120.5, 0.02, 3615)
         assert (us.rps, us.error_rate, us.samples) == (80, 0.0, 2400)
+
+    async def test_at_evaluates_every_query_at_that_instant(self) -> None:
+        at = datetime(2024, 5, 1, 9, 30, 15, 250000, tzinfo=UTC)
+        answers = answers_for(
+            "30s", rps=vector(), error_rate=vector(), samples=vector(({"region": "eu"}, "60"))
+        )
+        times: list[str | None] = []
+        report = await source(config(), answers, [], times).health(30, at=at)
+        assert times == [f"{at.timestamp():.3f}"] * 3
+        assert report.observed_at == at and report.region("eu").samples == 60
+
+    async def test_without_at_prometheus_picks_the_time(self) -> None:
+        times: list[str | None] = []
+        answers = answers_for("30s", rps=vector(), error_rate=vector(), samples=vector())
+        report = await source(config(), answers, [], times).health(30)
+        assert times == [None] * 3 and report.observed_at == NOW
 
     async def test_absent_series_is_none_and_no_samples_is_missing(self) -> None:
         answers = answers_for(
