@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections import Counter
@@ -54,6 +55,7 @@ __all__ = ["FAULTS", "TrainingRecovery", "training_problems"]
 JOB = "llm-chaos"
 CHECKPOINT_EVERY = 20
 STEP_MS = 20.0
+STEP_S = STEP_MS / 1000.0
 #: 2,000 s of steps at STEP_MS: far past the trial's limit, so only the speed-up ends the job
 TOTAL_STEPS = 100_000
 #: how long the last run may take to finish its steps once sped up
@@ -103,6 +105,8 @@ class TrainingRecovery(Scenario):
         #: one cue per injected fault, for the monkey to aim a kill at its recovery
         self._cues: asyncio.Queue[None] = asyncio.Queue()
         self._aimed = 0
+        #: when the last read of the job was sent (the lab read its step after that)
+        self._read_at = 0.0
 
     async def next_kill(self, plan: ChaosPlan, rng: random.Random) -> None:
         """The first kills land within 2.5 s of a fault's injection: in its detection, in the
@@ -130,22 +134,38 @@ class TrainingRecovery(Scenario):
             async with stack.lab.http() as http:
                 (await http.post(f"/lab/training/faults/{fault}", json=body)).raise_for_status()
             self._cues.put_nowait(None)
-            # The step the job stopped at (crashed, or hung): the next fault waits for a
-            # checkpoint past it, so the crash-loop guard rightly sees progress.
-            stopped = None
-            while stopped is None or stopped.state is JobState.RUNNING and fault != "hang":
-                stopped = await self._job(stack)
-            stack.notes["high"] = stopped.step
-            stack.notes["injected"].append({"fault": fault, "step": stopped.step, **body})
+            # The next fault waits for a checkpoint past this one's step, so the
+            # crash-loop guard rightly sees progress.
+            at_most = job.step + math.ceil((time.monotonic() - self._read_at) / STEP_S) + 1
+            step = await self._stopped_at(stack, fault, job, at_most, deadline)
+            stack.notes["high"] = step
+            stack.notes["injected"].append({"fault": fault, "step": step, **body})
         job = await self._steady(stack, recovered=len(FAULTS), deadline=deadline)
         await self._finish_soon(stack, job)
         final = await asyncio.wait_for(handle.result(), max(deadline - time.monotonic(), 1.0))
         stack.notes["final"] = final
 
+    async def _stopped_at(
+        self, stack: ChaosStack, fault: str, before: TrainingJob, at_most: int, deadline: float
+    ) -> int:
+        """The step the job stopped at (crashed, or hung), or ``at_most``, the most it can
+        have reached since ``before`` was read, when the recovery restarted it before a
+        read saw it stopped: a loaded machine can fail reads for longer than the recovery
+        takes, and waiting to see the stopped run then never ends."""
+        while time.monotonic() < deadline:
+            job = await self._job(stack)
+            if job is None:
+                await asyncio.sleep(0.05)
+            elif job.runs > before.runs:
+                return at_most
+            elif fault == "hang" or job.state is not JobState.RUNNING:
+                return job.step
+        raise TimeoutError(f"the job was never seen stopped by the {fault}")
+
     @staticmethod
     async def _finish_soon(stack: ChaosStack, job: TrainingJob) -> None:
         """Speed the job's current run up so that its remaining steps take FINISH_S."""
-        left_s = (job.total_steps - job.step) * STEP_MS / 1000.0
+        left_s = (job.total_steps - job.step) * STEP_S
         body = {"job": JOB, "factor": FINISH_S / max(left_s, FINISH_S)}
         # The run is alive (no fault is left to kill it, and it cannot finish on its own).
         async with stack.lab.http() as http:
@@ -198,6 +218,7 @@ class TrainingRecovery(Scenario):
 
     async def _job(self, stack: ChaosStack) -> TrainingJob | None:
         """The job as the lab has it now; None when the read hit an injected fault."""
+        self._read_at = time.monotonic()
         try:
             cluster = await self._reader(stack).training_cluster()
         except Exception:

@@ -137,3 +137,43 @@ class TestTrainingChecks:
         problems = training_problems(status, job, entries[:-1], faults)
         assert any("failure 2 (gpu) not recovered" in p for p in problems)
         assert "failure 6: no training-start" in problems
+
+
+class TestStoppedAt:
+    """The scenario learns the step a fault stopped the job at from the first read that shows
+    it stopped; when every read missed the stop and the recovery has restarted the job, it
+    takes the most the job can have reached, instead of waiting to see a stop that is over."""
+
+    @staticmethod
+    async def stopped_at(reads: list[TrainingJob | None], fault: str = "gpu-error") -> int:
+        import time
+
+        from testkit.chaos.training_scenario import TrainingRecovery
+
+        scenario = TrainingRecovery()
+        seen = iter(reads)
+
+        async def read(_stack: Any) -> TrainingJob | None:
+            return next(seen)
+
+        scenario._job = read  # type: ignore[method-assign]
+        _, before, _, _ = training_run()
+        before = before.model_copy(update={"state": JobState.RUNNING, "runs": 2, "step": 100})
+        deadline = time.monotonic() + 5
+        return await scenario._stopped_at(None, fault, before, 140, deadline)  # type: ignore[arg-type]
+
+    @staticmethod
+    def job(state: JobState, step: int, runs: int) -> TrainingJob:
+        _, job, _, _ = training_run()
+        return job.model_copy(update={"state": state, "step": step, "runs": runs})
+
+    async def test_the_step_of_the_run_seen_stopped(self) -> None:
+        reads = [None, self.job(JobState.RUNNING, 104, 2), self.job(JobState.CRASHED, 107, 2)]
+        assert await self.stopped_at(reads) == 107
+
+    async def test_a_restart_no_read_saw_stopped_gives_the_bound(self) -> None:
+        reads = [None, None, self.job(JobState.RUNNING, 80, 3)]
+        assert await self.stopped_at(reads) == 140
+
+    async def test_a_hung_run_stays_running(self) -> None:
+        assert await self.stopped_at([self.job(JobState.RUNNING, 103, 2)], "hang") == 103

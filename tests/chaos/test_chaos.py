@@ -18,7 +18,13 @@ import pytest_asyncio
 from testkit.chaos.harness import ChaosPlan, TrialResult, run_trial
 from testkit.chaos.scenarios import FAULT_CLASSES, SCENARIOS
 
-pytestmark = pytest.mark.slow
+TRIALS = {name: SCENARIOS[name] for name in ("drain", "rebalance", "loadtest", "training")}
+TRIALS["lab-restart"] = FAULT_CLASSES["lab-restart"]
+#: a test outlasts its trial's own deadline (plus the stack's start and the checks), so a
+#: stuck trial fails with its findings and the worker's log, not with pytest-timeout's stacks
+TEST_BUDGET_S = max(scenario.limit_s for scenario in TRIALS.values()) + 120
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_BUDGET_S)]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -30,13 +36,10 @@ async def trials() -> AsyncIterator[dict[str, asyncio.Task[TrialResult]]]:
         "loadtest": ChaosPlan(seed=13, kills=1, server_restart_after=1),
         "training": ChaosPlan(seed=14, kills=3),
     }
+    plans["lab-restart"] = ChaosPlan(seed=15, kills=1)
     tasks = {
-        name: asyncio.create_task(run_trial(SCENARIOS[name](), plan))
-        for name, plan in plans.items()
+        name: asyncio.create_task(run_trial(TRIALS[name](), plan)) for name, plan in plans.items()
     }
-    tasks["lab-restart"] = asyncio.create_task(
-        run_trial(FAULT_CLASSES["lab-restart"](), ChaosPlan(seed=15, kills=1))
-    )
     try:
         yield tasks
     finally:
