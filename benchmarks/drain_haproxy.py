@@ -71,6 +71,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +163,10 @@ def lab_config(rps: float = TRAFFIC_RPS) -> dict[str, Any]:
 class HAProxyLab:
     """``lab serve --data-plane haproxy`` and ``lab traffic``, each its own process group."""
 
-    def __init__(self, workdir: Path, rps: float) -> None:
+    def __init__(self, workdir: Path, rps: float, config: dict[str, Any] | None = None) -> None:
         self.rps = rps
         path = workdir / "lab.yaml"
-        path.write_text(yaml.safe_dump(lab_config(rps)))
+        path.write_text(yaml.safe_dump(lab_config(rps) if config is None else config))
         self.env = open_env()
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -189,12 +190,14 @@ class HAProxyLab:
         args = Path(f"/proc/{self.pids['haproxy']}/cmdline").read_bytes().split(b"\0")
         self.directory = Path(args[args.index(b"-f") + 1].decode()).parent
 
-    def start_traffic(self, rps: float, duration_s: float) -> None:
+    def start_traffic(self, rps: float, duration_s: float, extra: Sequence[str] = ()) -> None:
+        """``lab traffic`` at ``rps`` with ``extra`` arguments (a PoP mix, a shift)."""
         self.traffic = spawn(
             [*CLI, "lab", "traffic", "--lab", self.url, "--rps", str(rps)]
             + ["--duration", str(duration_s), "--processes", str(LOCUST_PROCESSES)]
             # a user waits for each answer: at 1 rps a user keeps its rate up to 1 s latency
-            + ["--users", str(max(1, round(rps / USER_RPS)))],
+            + ["--users", str(max(1, round(rps / USER_RPS)))]
+            + list(extra),
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,

@@ -63,3 +63,31 @@ async def test_map_watch_sees_a_routing_write(proxy: RunningHAProxy) -> None:
         assert await wait_until_async(lambda: len(watch.changes) >= 2, timeout_s=10)
     assert [count for _, count in watch.changes] == [BUCKETS, 0]
     assert watch.changes[1][0] >= written
+
+
+async def test_rebalance_counters_count_each_pop_s_answers(proxy: RunningHAProxy) -> None:
+    """benchmarks/rebalance_haproxy.py's counters: a PoP's answers and 5xx from its frontend,
+    each region's web 5xx from its server (none here)."""
+    import asyncio
+
+    from benchmarks.rebalance_haproxy import HAProxyCounters
+
+    async with httpx.AsyncClient(timeout=10) as client:
+        answers = [
+            await client.get(
+                f"http://127.0.0.1:{proxy.pop_ports['edge-1']}/", headers={"x-user": f"u-{i}"}
+            )
+            for i in range(12)
+        ]
+        answers.append(await client.get(f"http://127.0.0.1:{proxy.service_ports['web']}/"))
+        counters = HAProxyCounters(proxy.directory, pops=["edge-1"])
+        stop = asyncio.Event()
+        poll = asyncio.create_task(counters.poll(client, stop))
+        assert await wait_until_async(lambda: bool(counters.samples), timeout_s=10)
+        stop.set()
+        await poll
+    assert all(a.status_code == 200 for a in answers)
+    _, total, errors, europe = counters.samples[0]
+    # the web-in frontend's answer is not a PoP's
+    assert (total, errors, europe) == (12, 0, 0)
+    assert counters.by_region[0][1] == dict.fromkeys(REGIONS, 0)
