@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from orchestrator.lab.training.runs import Run
+from orchestrator.lab.training.status import Progress
 from orchestrator.lab.training.torchjob.args import CHECKPOINT_STOP_FILE, WorkerArgs
 from orchestrator.lab.training.torchjob.launch import TorchJob
 from orchestrator.lab.training.torchjob.ranks import read_host_step_ms, write_slow_factor
@@ -27,8 +28,21 @@ class TorchRun(Run):
         self.started_at = time.time()
 
     def step(self) -> int:
+        final = self._final()
+        if final is not None:
+            return final.step
         beat = self.job.heartbeat()
         return self.resumed_from if beat is None else beat.step
+
+    def _final(self) -> Progress | None:
+        """This run's final progress, once rank 0 has written it. Rank 0 writes it before
+        its last heartbeat, so for a moment it is the newer of the two: the job reads as
+        finished (:meth:`_done`) while the heartbeat still holds a step from up to a
+        heartbeat earlier (in CI: finished at step 51 of 60)."""
+        progress = self.job.progress()
+        if progress is None or progress.resumed_from != self.resumed_from:
+            return None
+        return progress if progress.step >= self.job.args.total_steps else None
 
     def last_heartbeat(self) -> float | None:
         beat = self.job.heartbeat()
@@ -52,8 +66,7 @@ class TorchRun(Run):
         exit barrier; on a loaded machine a finished job sat 6 s there and read as hung):
         the job is finished now, not when the last agent is gone.
         """
-        progress = self.job.progress()
-        return progress is not None and progress.step >= self.job.args.total_steps
+        return self._final() is not None
 
     def finished(self) -> bool:
         codes = self.job.returncodes()
@@ -62,6 +75,9 @@ class TorchRun(Run):
         )
 
     def checkpoint_step(self) -> int | None:
+        final = self._final()
+        if final is not None:
+            return final.step  # the last step's checkpoint is committed before it is written
         beat = self.job.heartbeat()
         return None if beat is None else beat.checkpoint_step
 
