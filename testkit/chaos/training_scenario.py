@@ -154,12 +154,11 @@ class TrainingRecovery(Scenario):
         takes, and waiting to see the stopped run then never ends."""
         while time.monotonic() < deadline:
             job = await self._job(stack)
-            if job is None:
-                await asyncio.sleep(0.05)
-            elif job.runs > before.runs:
+            if job is not None and job.runs > before.runs:
                 return at_most
-            elif fault == "hang" or job.state is not JobState.RUNNING:
+            if job is not None and (fault == "hang" or job.state is not JobState.RUNNING):
                 return job.step
+            await asyncio.sleep(0.05)
         raise TimeoutError(f"the job was never seen stopped by the {fault}")
 
     @staticmethod
