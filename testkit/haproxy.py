@@ -9,10 +9,12 @@ The map file holds every bucket but no boot mark, as an operator's file would.
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import socket
 import subprocess as sp
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.exceptions import FleetUnavailable
 from orchestrator.fleet.haproxy import HAProxyFleet, RuntimeApi, load_topology
+from orchestrator.models import RoutingTable
 from orchestrator.ports import free_port
 from orchestrator.waiting import exited, wait_until
 
@@ -31,9 +35,25 @@ __all__ = [
     "haproxy_config",
     "region_servers",
     "running_haproxy",
+    "settled_routing",
 ]
 
 HAPROXY = "/usr/sbin/haproxy"
+
+
+async def settled_routing(fleet: HAProxyFleet, within_s: float = 15.0) -> RoutingTable:
+    """The live map's routing once no write is under way. The adapter refuses to read a map
+    mid-write (its version is withdrawn until the write commits), and a rebalancer writing
+    every 0.5 s, or a terminated one's activity still finishing, can be mid-write when a
+    test reads: under a CPU hog one read landed inside a write and failed the test."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return await fleet.routing()
+        except FleetUnavailable as exc:
+            if exc.reason != "write in progress" or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.05)
 
 
 def haproxy_config(

@@ -395,7 +395,9 @@ async def run_trial(scenario: Scenario, plan: ChaosPlan) -> TrialResult:
             # ones then hit a worker that only has the rebalancer to run.
             await chaos
         except Exception as exc:  # a stuck or failed run is a finding, not a crash
-            problems.append(f"run failed: {type(exc).__name__}: {exc}"[:500])
+            # asyncio.wait_for's TimeoutError has no message: say which deadline it was
+            detail = str(exc) or f"not done within the scenario's {scenario.limit_s:g} s"
+            problems.append(f"run failed: {type(exc).__name__}: {detail}"[:500])
             chaos.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await chaos

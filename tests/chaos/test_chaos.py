@@ -58,7 +58,7 @@ class TestDrainSurvivesCrashes:
         self, trials: dict[str, asyncio.Task[TrialResult]]
     ) -> None:
         result = await trials["drain"]
-        assert result.problems == [] and result.ok
+        assert result.problems == [] and result.ok, "\n".join(result.problems)
         assert result.kills == 2 and result.server_restarts == 1
         assert result.mutations > 0
 
@@ -70,7 +70,7 @@ class TestRebalancerSurvivesCrashes:
         self, trials: dict[str, asyncio.Task[TrialResult]]
     ) -> None:
         result = await trials["rebalance"]
-        assert result.problems == [] and result.ok
+        assert result.problems == [] and result.ok, "\n".join(result.problems)
         assert result.kills == 2 and result.mutations > 0
 
 
@@ -79,7 +79,7 @@ class TestLoadTestSurvivesCrashes:
 
     async def test_restores_routing(self, trials: dict[str, asyncio.Task[TrialResult]]) -> None:
         result = await trials["loadtest"]
-        assert result.problems == [] and result.ok
+        assert result.problems == [] and result.ok, "\n".join(result.problems)
         assert result.kills == 1 and result.server_restarts == 1
         assert result.mutations > 0
 
@@ -96,7 +96,7 @@ class TestTrainingRecoverySurvivesCrashes:
         self, trials: dict[str, asyncio.Task[TrialResult]]
     ) -> None:
         result = await trials["training"]
-        assert result.problems == [] and result.ok
+        assert result.problems == [] and result.ok, "\n".join(result.problems)
         assert result.kills == 3
         assert result.details["faults_injected"] == result.details["failures_recovered"] == 5
         # launch + 5 recoveries: a stop and a start each, and a quarantine per GPU error
@@ -113,7 +113,7 @@ class TestRoutingWriterSurvivesALabThatLostItsState:
         self, trials: dict[str, asyncio.Task[TrialResult]]
     ) -> None:
         result = await trials["lab-restart"]
-        assert result.problems == [] and result.ok
+        assert result.problems == [] and result.ok, "\n".join(result.problems)
         assert result.details["routing_regressions"] >= 1
         assert result.details["emergency_steps"] >= 1
         assert result.details["time_to_intended_s"] is not None

@@ -28,6 +28,7 @@ from orchestrator.activities.load_test import routing_difference
 from orchestrator.contracts.load_test import LoadTestInput
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
 from orchestrator.models import RoutingWrite
+from testkit.haproxy import settled_routing
 from tests.lab.haproxy.test_data_plane import of
 from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
 from workflows.load_test import LiveLoadTestWorkflow
@@ -76,7 +77,7 @@ async def rebalance_then_load_test(rig: Rig) -> None:
         status = await until_status(handle, lambda s: s.shares.get("west", 0.0) >= 0.15, 90)
         published = [e for e in status.epochs if e.outcome == "published"]
         assert max(e.max_utilization_before or 0.0 for e in published) > 0.5, published
-        table = await rig.plane.fleet().routing()  # HAProxy's live map, not the fleet API
+        table = await settled_routing(rig.plane.fleet())  # HAProxy's live map, not the fleet API
         assert table.version > before.version
         moved = [r for p in ("p1", "p2") for r in of(table, p)].count("west") / (2 * 1024)
         assert moved >= 0.1, moved
@@ -117,7 +118,7 @@ async def rebalance_then_load_test(rig: Rig) -> None:
     assert result.bottleneck_key in ("utilization", "error_rate"), result.bottleneck_key
     assert result.routing_restored, result.reason
     assert result.routing_max_difference == 0.0
-    assert routing_difference(await rig.plane.fleet().routing(), found.fractions) == 0.0
+    assert routing_difference(await settled_routing(rig.plane.fleet()), found.fractions) == 0.0
     # every health number came through PromQL: HAProxy's counters and the backends' series
     asked = queries(rig.query_log)
     assert any("haproxy_server_sessions_total" in q for q in asked)

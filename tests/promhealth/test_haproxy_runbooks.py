@@ -24,6 +24,7 @@ from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.contracts.runbook import RunbookRunInput
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.runbook.spec import Runbook
+from testkit.haproxy import settled_routing
 from tests.lab.haproxy.test_data_plane import of
 from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
 from tests.workflows.runbook.conftest import runbook
@@ -104,7 +105,7 @@ async def test_drain_and_restore_read_promql(dev_env: WorkflowEnvironment, tmp_p
             drain = await start(rig, runbook(DRAIN, region="east"))
             drained = await asyncio.wait_for(runbook_result(drain), timeout=120)
             assert drained.outcome == "completed", (drained.outcome, drained.events[-5:])
-            table = await rig.plane.fleet().routing()
+            table = await settled_routing(rig.plane.fleet())
             assert "east" not in set(of(table, "p1")) | set(of(table, "p2"))
             assert (await rig.plane.fleet().topology()).service_weights["east/web"] == 0.0
             assert await regions_reached(rig.plane) == {"west"}
@@ -112,7 +113,7 @@ async def test_drain_and_restore_read_promql(dev_env: WorkflowEnvironment, tmp_p
             restore = await start(rig, runbook(RESTORE, region="east"))
             restored = await asyncio.wait_for(runbook_result(restore), timeout=120)
             assert restored.outcome == "completed", (restored.outcome, restored.events[-5:])
-            table = await rig.plane.fleet().routing()
+            table = await settled_routing(rig.plane.fleet())
             assert "east" in set(of(table, "p1")) and "east" in set(of(table, "p2"))
             assert (await rig.plane.fleet().topology()).service_weights["east/web"] == 1.0
             assert await regions_reached(rig.plane) == {"east", "west"}

@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from testkit.haproxy import settled_routing
 from tests.lab.haproxy.serving import fleet_api
 from tests.lab.haproxy.test_data_plane import lab_config, of
 from tests.workflows.conftest import Stack, open_stack
@@ -95,7 +96,7 @@ class TestDrainRunbook:
             with contextlib.suppress(Exception):
                 await sender
         assert result.outcome == "completed", (result.outcome, result.events[-5:])
-        table = await plane.fleet().routing()
+        table = await settled_routing(plane.fleet())
         assert "east" not in set(of(table, "p1")) | set(of(table, "p2")), (
             table.version,
             table.fractions,
