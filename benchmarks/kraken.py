@@ -176,18 +176,11 @@ def _run_summary(result: LoadTestResult, truth: float, after_difference: float) 
     }
 
 
-async def run_config(
-    client: Client, index: int, seed: int, workdir: Path, timing: dict[str, float]
-) -> dict[str, Any]:
-    rng = random.Random(seed)
-    config = lab_config(rng)
-    lab = Lab(config, workdir)
-    fleet = HttpFleet(lab.url, timeout=10.0)
-    queue = f"bench-kraken-{uuid.uuid4().hex[:8]}"
-    rebalancer_id = f"rebalancer-{queue}"
+def load_test_worker(client: Client, fleet: HttpFleet, queue: str, rebalancer_id: str) -> Worker:
+    """A worker running the rebalancer and the live load test against ``fleet``."""
     overrides = OverrideActivities(client, rebalancer_id)
     rebalance, load_test = RebalanceActivities(fleet), LoadTestActivities(fleet)
-    worker = Worker(
+    return Worker(
         client,
         task_queue=queue,
         workflows=registry.workflows(),
@@ -206,6 +199,18 @@ async def run_config(
         ],
         workflow_runner=sandbox_runner(),
     )
+
+
+async def run_config(
+    client: Client, index: int, seed: int, workdir: Path, timing: dict[str, float]
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    config = lab_config(rng)
+    lab = Lab(config, workdir)
+    fleet = HttpFleet(lab.url, timeout=10.0)
+    queue = f"bench-kraken-{uuid.uuid4().hex[:8]}"
+    rebalancer_id = f"rebalancer-{queue}"
+    worker = load_test_worker(client, fleet, queue, rebalancer_id)
     try:
         lab.wait_ready()
         truth_doc = lab.truth()

@@ -50,18 +50,12 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from orchestrator import registry
-from orchestrator.activities.load_test import LoadTestActivities, routing_difference
-from orchestrator.activities.overrides import OverrideActivities
-from orchestrator.activities.rebalance import RebalanceActivities
-from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivities
+from orchestrator.activities.load_test import routing_difference
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, PolicyChoice
 from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
-from orchestrator.worker import sandbox_runner
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
@@ -129,27 +123,7 @@ async def _trial(client: Client, lab: HAProxyLab, pops: list[str], truth: float)
     fleet = HttpFleet(lab.url, timeout=10.0)
     queue = f"bench-kraken-haproxy-{uuid.uuid4().hex[:8]}"
     rebalancer_id = f"rebalancer-{queue}"
-    overrides = OverrideActivities(client, rebalancer_id)
-    rebalance, load_test = RebalanceActivities(fleet), LoadTestActivities(fleet)
-    worker = Worker(
-        client,
-        task_queue=queue,
-        workflows=registry.workflows(),
-        activities=[
-            rebalance.plan_epoch,
-            rebalance.publish,
-            RebalancerRecoveryActivities(client).recover,
-            overrides.request,
-            overrides.release,
-            overrides.status,
-            overrides.writer,
-            load_test.prepare,
-            load_test.observe,
-            load_test.check_routing,
-            load_test.write_directly,
-        ],
-        workflow_runner=sandbox_runner(),
-    )
+    worker = kraken.load_test_worker(client, fleet, queue, rebalancer_id)
     runs: dict[str, Any] = {}
     try:
         async with worker:
