@@ -21,12 +21,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.clients.training import start_supervisor, wait_for_supervisor
-from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult
+from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, load_test_owner
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
 from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, RunbookStatus
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
 from orchestrator.demo.stack import DemoError
 from orchestrator.fleet.http import HttpFleet
+from orchestrator.policy.rebalance.inputs import Override
 from orchestrator.runbook import load_runbook
 from orchestrator.runbook.spec import RunMode
 from workflows.load_test import LiveLoadTestWorkflow
@@ -39,6 +40,7 @@ __all__ = [
     "drain_and_restore",
     "load_test",
     "rebalance",
+    "restore_verdict",
     "run_runbook",
     "training",
 ]
@@ -214,19 +216,48 @@ async def load_test(ctx: DemoContext) -> ScenarioSummary:
             "the load test",
         )
         result: LoadTestResult = await handle.result()
-        after = (await ctx.fleet.routing()).fractions
+        after = await ctx.fleet.routing()
+        rebalancer = ctx.client.get_workflow_handle(REBALANCER_ID)
+        holds = (await rebalancer.query(TrafficRebalanceWorkflow.status)).overrides
+        restored, restore = restore_verdict(result, holds, before, after.fractions)
         summary = _blank([wid])
         return summary.model_copy(
             update={
-                "ok": result.routing_restored and after == before,
+                "ok": restored,
                 "what": f"{result.steps} steps, stopped on {result.bottleneck or result.outcome}; "
-                f"routing {'restored' if after == before else 'NOT restored'}",
+                f"{restore}",
                 "capacity": f"{result.estimate.load:.0f} rps of {result.theoretical_capacity:.0f} "
                 f"({result.capacity_ratio:.0%})",
             }
         )
 
     return await _measured(ctx, "load test", body)
+
+
+def restore_verdict(
+    result: LoadTestResult,
+    holds: list[Override],
+    before: dict[str, dict[str, float]],
+    after: dict[str, dict[str, float]],
+) -> tuple[bool, str]:
+    """Whether the demo counts the routing as put back after its load test, in words.
+
+    The demo's rebalancer keeps running, so the exact table found is not the test: it
+    takes the released hold's table back and then goes on publishing its own epochs
+    (CI saw one land between the restore and the demo's read, which then said "NOT
+    restored" of a correct run). The workflow judges the region's share within one
+    ramp per table published since; the demo adds what it can see for itself: no hold
+    of the test's is left with the rebalancer.
+    """
+    owner = load_test_owner(result.workflow_id)
+    left = sorted(h.region for h in holds if h.owner == owner)
+    if left:
+        return False, f"routing NOT restored: the test still holds {', '.join(left)}"
+    if not result.routing_restored:
+        return False, f"routing NOT restored: {result.routing_check}"
+    if after == before:
+        return True, "routing restored exactly"
+    return True, "routing restored (hold released; the rebalancer has published since)"
 
 
 async def run_runbook(

@@ -11,12 +11,15 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.contracts.load_test import LoadTestResult, load_test_owner
 from orchestrator.demo.run import demo_lab_config
-from orchestrator.demo.scenarios import ScenarioSummary
+from orchestrator.demo.scenarios import ScenarioSummary, restore_verdict
 from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
 from orchestrator.lab.config import LabConfig
+from orchestrator.policy.rebalance.inputs import Override
 from orchestrator.processes import group_alive
 from tests.fixtures.ports import free_port
+from tests.reports import samples
 
 
 @pytest.fixture
@@ -139,3 +142,42 @@ class TestSummary:
         text = console.export_text()
         assert "a happened" in text and "b happened" in text
         assert "FAILED" in text and "2 of 100" in text and "90.0%" in text
+
+
+class TestRestoreVerdict:
+    """After its load test the demo counts routing as put back by the workflow's judgement
+    plus its own look at the rebalancer's holds, not by the exact table: the rebalancer
+    runs on and may publish between the restore and the demo's read."""
+
+    TABLE = {"web": {"eu-west": 0.3, "us-east": 0.7}}
+    MOVED = {"web": {"eu-west": 0.28, "us-east": 0.72}}
+
+    def _result(self, restored: bool = True, how: str = "") -> LoadTestResult:
+        result = samples.load_test().result
+        return result.model_copy(update={"routing_restored": restored, "routing_check": how})
+
+    def test_exact_table(self) -> None:
+        assert restore_verdict(self._result(), [], self.TABLE, self.TABLE) == (
+            True,
+            "routing restored exactly",
+        )
+
+    def test_rebalancer_published_since(self) -> None:
+        ok, what = restore_verdict(self._result(), [], self.TABLE, self.MOVED)
+        assert ok and "rebalancer has published since" in what
+
+    def test_workflow_says_not_restored(self) -> None:
+        result = self._result(restored=False, how="eu-west carries 40% of demand")
+        ok, what = restore_verdict(result, [], self.TABLE, self.MOVED)
+        assert not ok and what == "routing NOT restored: eu-west carries 40% of demand"
+
+    def test_hold_left_behind(self) -> None:
+        result = self._result()
+        hold = Override(region="eu-west", owner=load_test_owner(result.workflow_id), pin_share=0.5)
+        drain = Override(region="us-east", owner="runbook:us-east", max_share=0.0)
+        ok, what = restore_verdict(result, [hold, drain], self.TABLE, self.TABLE)
+        assert not ok and what == "routing NOT restored: the test still holds eu-west"
+
+    def test_anothers_hold_is_not_the_tests(self) -> None:
+        drain = Override(region="eu-west", owner="runbook:eu-west", max_share=0.0)
+        assert restore_verdict(self._result(), [drain], self.TABLE, self.TABLE)[0]
