@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -35,8 +33,8 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import load_config
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfig
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 
 __all__ = ["run_supervised_arm"]
 
@@ -126,12 +124,7 @@ async def run_supervised_arm(
         hosts_per_building=ranks + 2, spares_per_building=2, jobs=[job_config], workdir=workdir
     )
     config = load_config().model_copy(update={"training": training})
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     lab = LabThread(build_app(config, mode="live", faults=True)).start()
     fleet = HttpFleet(lab.url, timeout=10.0)
     queue = f"bench-{uuid.uuid4().hex[:8]}"

@@ -58,9 +58,7 @@ from typing import Any, Literal
 import httpx
 import yaml
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -86,8 +84,8 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.models import HealthReport
 from orchestrator.runbook import load_runbook
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -449,12 +447,7 @@ async def _trial(
 
 
 async def run(trials: int, total_steps: int) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     results = []
     try:

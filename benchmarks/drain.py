@@ -64,8 +64,6 @@ from typing import Any
 
 import yaml
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -78,7 +76,7 @@ from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.models import HealthReport
 from orchestrator.policy.drain.maelstrom import generate_drain_dag, simulate, synthetic_runbook
 from orchestrator.runbook import load_runbook
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from testkit.temporal import start_dev_server
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -466,12 +464,7 @@ def verdicts(out: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run() -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory() as tmp:

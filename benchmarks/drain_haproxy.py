@@ -78,8 +78,6 @@ from typing import Any
 import httpx
 import yaml
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
 from orchestrator.config import Settings
@@ -88,7 +86,6 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.config import server_maxconn
 from orchestrator.processes import spawn, stop_group
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -103,7 +100,7 @@ from benchmarks._haproxy_watch import (  # noqa: E402
 )
 from benchmarks._lab_process import CLI, free_port, open_env, wait_healthy  # noqa: E402
 from benchmarks._proc_cpu import CpuWindow, descendants, load_average  # noqa: E402
-from testkit.temporal import new_worker  # noqa: E402
+from testkit.temporal import new_worker, start_dev_server  # noqa: E402
 
 SUITE_TIMEOUT_S = 1500.0
 RESULTS = Path(__file__).parent / "results" / "drain_haproxy.json"
@@ -375,12 +372,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
 
 
 async def run(trials: int, rps: float) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
     try:

@@ -44,7 +44,6 @@ from orchestrator.config import Settings  # noqa: E402
 from orchestrator.exceptions import NON_RETRYABLE_ERROR_TYPES  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.lab.server import LabThread, build_app  # noqa: E402
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path, data_converter  # noqa: E402
 from orchestrator.triggers.starter import TemporalRunStarter  # noqa: E402
 from testkit.fuzz.campaign import (  # noqa: E402
     BOUNDARIES,
@@ -64,7 +63,7 @@ from testkit.fuzz.probes_http import (  # noqa: E402
     body_bytes,
 )
 from testkit.lab import lab_config  # noqa: E402
-from testkit.temporal import new_worker  # noqa: E402
+from testkit.temporal import new_worker, start_dev_server  # noqa: E402
 from testkit.trigger_payloads import runbook  # noqa: E402
 from testkit.triggers import asgi_client, make_app  # noqa: E402
 
@@ -100,12 +99,7 @@ def baseline() -> dict[str, Any]:
 
 
 async def over_temporal(webhook_requests: int, seed: int) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     try:
         with LabThread(build_app(lab_config(), mode="model")) as lab:
             fleet = HttpFleet(lab.url)

@@ -47,8 +47,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -59,8 +57,8 @@ from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivi
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, PolicyChoice
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
@@ -401,12 +399,7 @@ async def run(quick: bool, seed: int) -> dict[str, Any]:
         "traffic_s": 600.0,
     }
     seeds = [seed + 101 * i for i in range(count)]
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     configs = []
     try:

@@ -48,14 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.load_test import routing_difference
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, PolicyChoice
 from orchestrator.contracts.rebalancer import RebalancerInput
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
+from testkit.temporal import start_dev_server
 from workflows.load_test import LiveLoadTestWorkflow
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
@@ -243,12 +241,7 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def run(trials: int, seed: int) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
     try:

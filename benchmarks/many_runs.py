@@ -41,7 +41,6 @@ from typing import Any
 import yaml
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from orchestrator import registry
@@ -49,9 +48,10 @@ from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.contracts.load_test import LoadTestResult
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.generate import generate_config
-from orchestrator.temporal import RUNBOOK, SEARCH_ATTRIBUTES, binary_path, data_converter
+from orchestrator.temporal import RUNBOOK, data_converter
 from orchestrator.waiting import http_ok, wait_until
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import contextlib
@@ -320,12 +320,7 @@ async def run(
         raise ValueError("drills + load tests must not exceed the regions (one run per region)")
     tmp = tempfile.TemporaryDirectory()
     workdir = Path(tmp.name)
-    env = await WorkflowEnvironment.start_local(
-        data_converter=data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     client = env.client
     address = client.service_client.config.target_host
     lab, lab_url = spawn_lab(_lab_config(workdir, pops, regions), env=open_env(), mode="model")

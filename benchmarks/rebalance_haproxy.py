@@ -60,8 +60,6 @@ from typing import Any
 import httpx
 import yaml
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -70,8 +68,8 @@ from orchestrator.activities.rebalancer_recovery import RebalancerRecoveryActivi
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -305,12 +303,7 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def run(trials: int) -> dict[str, Any]:
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
     try:

@@ -46,7 +46,6 @@ from typing import Any
 
 import httpx
 import yaml
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -60,8 +59,8 @@ from orchestrator.contracts.rebalancer import (
 )
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -269,12 +268,7 @@ async def run(quick: bool) -> dict[str, Any]:
     }
     # Locust runs well past the end: its users stopping would look like another shift.
     timing["traffic_s"] = timing["shift_after_s"] + timing["after_shift_s"] + 40.0
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     tmp = tempfile.TemporaryDirectory()
     arms: list[_Arm] = []
     try:

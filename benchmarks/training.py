@@ -32,8 +32,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
@@ -48,8 +46,8 @@ from orchestrator.lab.training.config import TrainingJobConfig, TrainingLabConfi
 from orchestrator.lab.training.process import TrainerProcess
 from orchestrator.lab.training.sgd import params_digest, train_uninterrupted
 from orchestrator.lab.training.trainer import TrainerArgs
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path
 from orchestrator.worker import sandbox_runner
+from testkit.temporal import start_dev_server
 
 RESULTS = Path(__file__).parent / "results" / "training.json"
 JOB = "bench-llm"
@@ -129,12 +127,7 @@ async def run_scenario(total_steps: int) -> dict[str, Any]:
     config = load_config().model_copy(
         update={"training": TrainingLabConfig(jobs=[_job_config(total_steps)])}
     )
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     lab = LabThread(build_app(config, mode="live", faults=True)).start()
     fleet = HttpFleet(lab.url, timeout=10.0)
     queue = f"bench-{uuid.uuid4().hex[:8]}"

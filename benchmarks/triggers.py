@@ -43,8 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,10 +51,11 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.activities.runbook import RunbookActivities  # noqa: E402
 from orchestrator.fleet.http import HttpFleet  # noqa: E402
 from orchestrator.ports import free_port  # noqa: E402
-from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path  # noqa: E402
+from orchestrator.temporal import binary_path  # noqa: E402
 from orchestrator.triggers.boundary import HEADER_TIMEOUT_S  # noqa: E402
 from orchestrator.waiting import http_ok_async, wait_until_async  # noqa: E402
 from orchestrator.worker import sandbox_runner  # noqa: E402
+from testkit.temporal import start_dev_server  # noqa: E402
 from workflows.runbook import RunbookWorkflow  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "triggers.json"
@@ -255,12 +254,7 @@ async def _retrying(client: Client, query: str) -> int:
 async def run(quick: bool) -> dict[str, Any]:
     burst_s = 10 if quick else 60
     baseline_s = 5 if quick else 20
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=binary_path("temporal"),
-        search_attributes=SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-    )
+    env = await start_dev_server()
     server: asyncio.subprocess.Process | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="triggers-bench-") as tmp_name:

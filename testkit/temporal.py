@@ -1,4 +1,5 @@
-"""Workers for a test or a benchmark run: the project's workflows on a fresh task queue."""
+"""Temporal for a test or a benchmark run: a dev server, and workers with the project's
+workflows on a fresh task queue."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator import registry
+from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path, data_converter
 from orchestrator.worker import HEARTBEAT_THROTTLE, sandbox_runner
 
-__all__ = ["new_worker"]
+__all__ = ["new_worker", "start_dev_server"]
 
 
 def new_worker(
@@ -28,4 +31,15 @@ def new_worker(
         activities=list(activities),
         workflow_runner=sandbox_runner(),
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+    )
+
+
+async def start_dev_server() -> WorkflowEnvironment:
+    """A local dev server from the installed ``temporal`` binary (never a download), with
+    the project's converter and search attributes, logging errors only."""
+    return await WorkflowEnvironment.start_local(
+        data_converter=data_converter,
+        dev_server_existing_path=binary_path("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
     )
