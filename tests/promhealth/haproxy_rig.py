@@ -28,19 +28,29 @@ from testkit.temporal import new_worker
 from tests.lab.haproxy.serving import fleet_api
 from tests.triggers.servers import prometheus
 
-__all__ = ["Rig", "lab_config", "open_rig", "queries"]
+__all__ = ["QUEUE_PER_SLOT", "Rig", "lab_config", "open_rig", "queries"]
 
+#: queue places per slot of each web pool. With 2, a hogged run's Python backend stalled
+#: long enough at 15 rps for HAProxy to refuse 8% of a region's requests (the load test
+#: in test_haproxy_e2e then rightly stopped before its first step). HAProxy's queue
+#: timeout grows with the places (twice their drain time: 160 ms for 2 slots and 4
+#: places, 800 ms for 20), so with 10 a stall of up to 0.8 s queues instead of refusing;
+#: a pool offered more than it serves still overflows.
+QUEUE_PER_SLOT = 10
 #: users cycled through: enough to cover every bucket of both PoPs many times
 USERS = 4000
 
 
 def lab_config(
-    slots: int, routing: dict[str, dict[str, float]], window_s: float = 3.0
+    slots: int,
+    routing: dict[str, dict[str, float]],
+    window_s: float = 3.0,
 ) -> LabConfig:
-    """Two regions whose web pool holds ``slots`` x 25 rps (40 ms a request), PoPs p1, p2.
-    Moved buckets are served at full speed and the backends' utilization gauge covers
-    ``window_s``, so a window's numbers are its own, not a cold start's or the last's."""
-    web = {"slots": slots, "service_time_ms": 40, "queue_limit": 2 * slots}
+    """Two regions whose web pool holds ``slots`` x 25 rps (40 ms a request) with
+    :data:`QUEUE_PER_SLOT` queue places a slot, PoPs p1, p2. Moved buckets are served at full
+    speed and the backends' utilization gauge covers ``window_s``, so a window's numbers
+    are its own, not a cold start's or the last's."""
+    web = {"slots": slots, "service_time_ms": 40, "queue_limit": QUEUE_PER_SLOT * slots}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
     return LabConfig.model_validate(
         {

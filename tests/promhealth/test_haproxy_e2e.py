@@ -8,8 +8,11 @@ The lab: two regions whose web pool holds 50 rps (2 slots, 40 ms), every user ro
 east, and 60 rps offered; east overflows (HAProxy refuses the excess itself, which the
 queries count as east's load), so the rebalancer must move users to west. Then, the
 rebalancer stopped so that its lag cannot move west's baseline, a load test pins west's share
-up itself until a metric reaches NOMORE (measured: west's error rate, HAProxy refusing bursts
-past 2 slots and 4 queue places, from about 35 rps of its 50), and puts the routing back.
+up itself until a metric reaches NOMORE (west's utilization past 75%, or its error rate once
+bursts overflow the queue), and puts the routing back.
+
+Each pool queues 10 requests a slot (``haproxy_rig.QUEUE_PER_SLOT``: with 2, a hogged run's
+west refused 8% of its baseline and the load test rightly stopped before its first step).
 """
 
 from __future__ import annotations
