@@ -162,11 +162,17 @@ def server_maxconn(config: LabConfig, region: str, service: str) -> int:
 
 def queue_timeout_ms(config: LabConfig, service: str) -> int:
     """How long a request may wait for a slot: twice the time the longest queue of any
-    region's pool takes to drain at capacity (``queue_limit x service_time / slots``), so
-    the count (``maxqueue``) decides, as in the Python lab, and the time is a backstop."""
+    region's pool takes to drain at capacity when every request in it is cold
+    (``queue_limit x service_time x cold.factor / slots``), so the count (``maxqueue``)
+    decides, as in the Python lab (whose queue has no time limit), and the time is a
+    backstop. Sized by the warm rate instead, the timeout ran out before a queue of cold
+    requests drained (drain_haproxy's web pools, 40 slots of 80 ms and 160 places: 640 ms
+    against 960 ms), so a receiver taking cold buckets answered 503s (``econ``, which
+    HAProxy counts for a queue timeout) that the Python lab would have served."""
     longest = max(
         r.services[service].queue_limit
         * r.services[service].service_time_ms
+        * config.cold.factor
         / r.services[service].slots
         for r in config.regions
         if service in r.services

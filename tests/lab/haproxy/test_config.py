@@ -45,9 +45,10 @@ class TestConfig:
         # web: 6 slots x (80 ms + cache 4 + kv 8) / 80 ms = 6.9; sessions: 4 x 108 / 100
         assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 7 maxqueue 12" in text
         assert "server us-east 127.0.0.1:9100 weight 100 maxconn 4 maxqueue 8" in text
-        # twice the longest web queue's drain time: 16 x 80 ms / 8 slots
-        assert queue_timeout_ms(load_config(None), "web") == 320
-        assert "timeout queue 320ms" in text
+        # twice the longest web queue's drain time, every request in it cold:
+        # 16 x 80 ms x 3 / 8 slots
+        assert queue_timeout_ms(load_config(None), "web") == 960
+        assert "timeout queue 960ms" in text
 
     def test_maxconn_serves_the_advertised_capacity_through_the_dependency_calls(self) -> None:
         config = load_config(None)
