@@ -15,19 +15,22 @@ import random
 import uuid
 from datetime import timedelta
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.contracts.rebalancer import (
+    REBALANCER_ID,
     ClearOverrideInput,
     OverrideApplied,
     OverrideTicket,
+    RebalancerStatus,
     SetOverrideInput,
 )
 from orchestrator.logging import get_logger
+from orchestrator.policy.rebalance.inputs import Override
 
-__all__ = ["POLL", "Poll", "release_override", "request_override"]
+__all__ = ["POLL", "Poll", "rebalancer_holds", "release_override", "request_override"]
 
 log = get_logger(__name__)
 
@@ -106,3 +109,19 @@ async def _read(handle: WorkflowHandle, ticket: str) -> OverrideTicket | None:
             raise  # no rebalancer: the caller's retry policy decides
         log.info("override ticket not read", ticket=ticket, error=str(exc))
         return None
+
+
+async def rebalancer_holds(
+    client: Client, rpc_timeout: timedelta = QUERY_TIMEOUT
+) -> list[Override]:
+    """The holds the rebalancer enforces: none when it never started or its run closed."""
+    handle = client.get_workflow_handle(REBALANCER_ID)
+    try:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return []  # a closed rebalancer enforces no hold
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return []  # never started
+        raise
+    status = await handle.query("status", result_type=RebalancerStatus, rpc_timeout=rpc_timeout)
+    return list(status.overrides)

@@ -15,12 +15,12 @@ from typing import Any
 
 import typer
 from rich.table import Table
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
+from temporalio.service import RPCError
 
+from orchestrator.clients.overrides import rebalancer_holds
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.config import Settings
-from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerStatus
 from orchestrator.contracts.runbook import override_owner
 from orchestrator.exceptions import ConfigError, FleetError, OrchestratorError
 from orchestrator.fleet.protocol import Fleet
@@ -172,28 +172,16 @@ async def _open_runs(client: Client, task_queue: str) -> dict[str, str]:
     return found
 
 
-async def _holds(client: Client) -> list[Override]:
-    handle = client.get_workflow_handle(REBALANCER_ID)
-    try:
-        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
-            return []  # a closed rebalancer enforces no hold
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return []  # never started
-        raise
-    status = await handle.query(
-        "status", result_type=RebalancerStatus, rpc_timeout=timedelta(seconds=RUNS_TIMEOUT_S / 2)
-    )
-    return list(status.overrides)
-
-
 async def run_state(settings: Settings) -> RunState:
     """Open drains and restores and the rebalancer's holds; best effort (see ``note``)."""
     from orchestrator.temporal import connect
 
     async def ask() -> RunState:
         client = await connect(settings)
-        return RunState(await _open_runs(client, settings.task_queue), await _holds(client))
+        return RunState(
+            await _open_runs(client, settings.task_queue),
+            await rebalancer_holds(client, timedelta(seconds=RUNS_TIMEOUT_S / 2)),
+        )
 
     try:
         return await asyncio.wait_for(ask(), timeout=RUNS_TIMEOUT_S)

@@ -18,8 +18,8 @@ import httpx
 from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.clients.overrides import rebalancer_holds
 from orchestrator.clients.runbook_runs import runbook_result
 from orchestrator.clients.training import start_supervisor, wait_for_supervisor
 from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, load_test_owner
@@ -218,7 +218,7 @@ async def load_test(ctx: DemoContext) -> ScenarioSummary:
         )
         result: LoadTestResult = await handle.result()
         after = await ctx.fleet.routing()
-        holds = await _rebalancer_holds(ctx.client)
+        holds = await rebalancer_holds(ctx.client)
         restored, restore = restore_verdict(result, holds, before, after.fractions)
         summary = _blank([wid])
         return summary.model_copy(
@@ -232,19 +232,6 @@ async def load_test(ctx: DemoContext) -> ScenarioSummary:
         )
 
     return await _measured(ctx, "load test", body)
-
-
-async def _rebalancer_holds(client: Client) -> list[Override]:
-    """The rebalancer's holds; none when no rebalancer ran (``demo --only loadtest``)."""
-    try:
-        status = await client.get_workflow_handle(REBALANCER_ID).query(
-            TrafficRebalanceWorkflow.status
-        )
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            return []
-        raise
-    return status.overrides
 
 
 def restore_verdict(
