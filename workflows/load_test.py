@@ -22,6 +22,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
     from orchestrator.activities.load_test import LoadTestActivities
     from orchestrator.contracts.load_test import (
         AbortInput,
@@ -206,6 +207,9 @@ class LiveLoadTestWorkflow(RoutingMoves):
             method,
             args=list(args),
             start_to_close_timeout=timedelta(seconds=timeout_s),
+            # Every activity here heartbeats: a worker lost mid-attempt costs this, not the
+            # start-to-close timeout (120 s for a pin that waits an epoch).
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RETRY,
         )
 

@@ -59,12 +59,15 @@ class OverrideActivities:
     @activity.defn(name="rebalancer_status")
     async def status(self) -> RebalancerStatus:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
-        return await handle.query("status", result_type=RebalancerStatus)
+        return await heartbeating(handle.query("status", result_type=RebalancerStatus))
 
     @activity.defn(name="routing_writer")
     async def writer(self) -> RoutingWriter:
         """The running rebalancer and its status; or, with none, what became of it and the
         holds its last run kept. A rebalancer that runs but does not answer is retried."""
+        return await heartbeating(self._writer())
+
+    async def _writer(self) -> RoutingWriter:
         handle = self._client.get_workflow_handle(self._rebalancer_id)
         try:
             described = await handle.describe()

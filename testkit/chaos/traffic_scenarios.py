@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ from temporalio.client import WorkflowHandle
 
 from testkit.chaos.harness import (
     ROOT,
+    ChaosPlan,
     ChaosStack,
     Scenario,
     effective_weights,
@@ -182,6 +184,29 @@ class LoadTest(Scenario):
 
     name = "loadtest"
     region = "eu-west"
+    #: the activity the first kill lands in: the pin, which waits for the rebalancer's epoch
+    #: (the longest call the test makes, up to 120 s if a lost attempt were not noticed)
+    aim_at = "request_override"
+
+    def __init__(self) -> None:
+        self._handle: WorkflowHandle[Any, Any] | None = None
+        self.aimed_hit = False
+
+    async def next_kill(self, plan: ChaosPlan, rng: random.Random) -> None:
+        """The first kill lands while a pin is in flight; later ones at random gaps."""
+        if self.aimed_hit:
+            await super().next_kill(plan, rng)
+            return
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self._handle is not None:
+                with contextlib.suppress(Exception):
+                    described = await self._handle.describe()
+                    pending = described.raw_description.pending_activities
+                    if any(a.activity_type.name == self.aim_at for a in pending):
+                        self.aimed_hit = True
+                        return
+            await asyncio.sleep(0.05)
 
     async def prepare(self, stack: ChaosStack) -> None:
         await start_rebalancer(stack)
@@ -204,6 +229,7 @@ class LoadTest(Scenario):
             id=f"loadtest-{self.region}",
             task_queue=stack.task_queue,
         )
+        self._handle = handle
         result = await asyncio.wait_for(handle.result(), self.limit_s)
         stack.notes["result"] = result
 
@@ -212,6 +238,8 @@ class LoadTest(Scenario):
 
         problems = []
         result = stack.notes["result"]
+        if not self.aimed_hit:
+            problems.append(f"no kill landed in {self.aim_at}: the test missed its aim")
         if not result.routing_restored:
             problems.append(f"load test says routing not restored ({result.reason})")
         if result.steps < 1:

@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.activities.heartbeat import HEARTBEAT_TIMEOUT
 from orchestrator.activities.load_test import LoadTestActivities, routing_difference
 from orchestrator.activities.overrides import OverrideActivities
 from orchestrator.activities.rebalance import RebalanceActivities
@@ -133,6 +135,23 @@ def progress_of(handle: WorkflowHandle[Any, Any]) -> Callable[[], Any]:
     return lambda: handle.query(LiveLoadTestWorkflow.progress)
 
 
+async def slow_to_retry_when_lost(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Activities the run scheduled with no heartbeat timeout, or a longer one than ours.
+
+    Such an attempt on a worker that dies (SIGKILL, a lost host) is retried only when its
+    start-to-close timeout runs out: a pin waits 120 s. The chaos test's load test once
+    missed its 150 s budget so.
+    """
+    slow = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = event.activity_task_scheduled_event_attributes
+            limit = scheduled.heartbeat_timeout.ToTimedelta()  # zero: none
+            if not timedelta(0) < limit <= HEARTBEAT_TIMEOUT:
+                slow.append(scheduled.activity_type.name)
+    return slow
+
+
 async def true_limit(lab: RunningLab) -> float:
     """The load where utilization reaches its NOMORE threshold, from the lab's ground truth."""
     async with lab.http() as http:
@@ -170,6 +189,7 @@ class TestFindsCapacity:
         assert status.overrides == []
         described = await handle.describe()
         assert described.typed_search_attributes.get(RUN_KIND) == "loadtest"
+        assert await slow_to_retry_when_lost(handle) == []
 
     async def test_kraken_fixed_policy_runs_in_the_same_workflow(self, rig: Rig) -> None:
         # The baseline policy, for benchmarks: 15% of theoretical per step, 1% near a threshold.
