@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.clients.runbook_runs import report_of
@@ -27,17 +27,37 @@ with workflow.unsafe.imports_passed_through():
         TaskState,
     )
     from orchestrator.contracts.runbook_undo import RunbookUndo, RunbookUndoArgs
-    from orchestrator.exceptions import OrchestratorError
+    from orchestrator.exceptions import InvalidInstance, OrchestratorError, UnsafeRequest
     from orchestrator.runbook.params import bind
     from orchestrator.runbook.spec import MAX_NESTING_DEPTH, Runbook, RunMode, Task
-    from workflows.runbook_steps import StepContext, TaskFailed
+    from workflows.runbook_steps import StepContext, TaskFailed, failure_reason
 
-__all__ = ["NESTING_DEPTH_PATCH", "ChildSteps"]
+__all__ = ["NESTING_DEPTH_PATCH", "REFUSED_CHILD_PATCH", "ChildSteps", "refused_at_start"]
 
 LOAD_TEST_WORKFLOW = "LiveLoadTestWorkflow"
 #: runs from before this started nested runs at any depth; only a run about to go past
 #: the limit asks, so histories within it replay unchanged
 NESTING_DEPTH_PATCH = "nested-runbook-depth-limit"
+#: runs from before this kept the undo of a nested runbook its child refused at start, so
+#: their rollback ran a restore that had no record to read; only a refused child asks
+REFUSED_CHILD_PATCH = "refused-child-leaves-no-undo"
+#: what a RunbookWorkflow fails with when its start-up (workflows/runbook_start.py) refuses
+#: it, before any task changed anything -> what refused it
+START_REFUSALS = {
+    UnsafeRequest.type_name(): "its capacity check",
+    InvalidInstance.type_name(): "its start-up checks",
+}
+
+
+def refused_at_start(exc: ChildWorkflowError) -> str | None:
+    """What refused the child run before its first task (so it changed nothing), or None.
+
+    Only start-up fails a run with its own error of these types: a run that reached its
+    tasks fails with its report (``RunNotCompleted``), an activity's refusal arrives
+    wrapped in an ActivityError, and a terminated or timed-out child carries neither.
+    """
+    cause = exc.cause
+    return START_REFUSALS.get(cause.type or "") if isinstance(cause, ApplicationError) else None
 
 
 class ChildSteps:
@@ -103,7 +123,19 @@ class ChildSteps:
         state.message = f"running {rb.name} as {child_id}"
         # A task that undoes a nested drain restores what that child recorded.
         undoes = f"{workflow.info().workflow_id}/{task.undoes}" if task.undoes else None
-        report = await self._child_runbook(rb, mode, child_id, undoes)
+        try:
+            report = await self._child_runbook(rb, mode, child_id, undoes)
+        except ChildWorkflowError as exc:
+            # A child refused at start has nothing to restore: its restore would find no
+            # record of it and fail, turning the parent's rollback into rollback_failed.
+            refused_by = refused_at_start(exc)
+            if refused_by and state.undo is not None and workflow.patched(REFUSED_CHILD_PATCH):
+                state.undo = None
+                raise TaskFailed(
+                    f"nested runbook {rb.name} refused by {refused_by}, changed nothing: "
+                    f"{failure_reason(exc)}"
+                ) from None
+            raise
         if report.outcome != "completed":
             raise TaskFailed(f"nested runbook {rb.name} ended {report.outcome}")
         state.message = f"{rb.name} completed in {report.critical_path_s:.1f}s critical path"

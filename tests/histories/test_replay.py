@@ -27,6 +27,11 @@ EXPECTED = {
     "load_test": "LiveLoadTestWorkflow",
     "training_supervisor": "TrainingJobSupervisorWorkflow",
     "training_recovery": "TrainingRecoveryWorkflow",
+    #: a drill whose nested drain its capacity check refused, recorded on the code from before
+    #: REFUSED_CHILD_PATCH (its rollback ran the restore and ended rollback_failed), with the
+    #: scenario of tests/workflows/runbook/test_refused_child.py; it pins the patch, so it is
+    #: never re-recorded
+    "drill_refused_child": "RunbookWorkflow",
     #: a planned move (the move_job Update): tests/histories/record_move.py
     "training_move": "TrainingJobSupervisorWorkflow",
 }
