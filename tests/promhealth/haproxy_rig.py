@@ -5,16 +5,15 @@ tests through HAProxy and Prometheus."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 from temporalio.client import Client
 
 from orchestrator import registry
@@ -23,9 +22,12 @@ from orchestrator.contracts.rebalancer import REBALANCER_ID
 from orchestrator.fleet.protocol import Fleet
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+from orchestrator.processes import spawn, stop_group
 from orchestrator.promhealth import HAPROXY_LAB_QUERIES, fleet_from_settings
+from orchestrator.waiting import exited, wait_until_async
 from testkit.temporal import new_worker
 from tests.lab.haproxy.serving import fleet_api
+from tests.promhealth.traffic_sender import READY
 from tests.triggers.servers import prometheus
 
 __all__ = ["QUEUE_PER_SLOT", "Rig", "lab_config", "open_rig", "queries"]
@@ -39,6 +41,8 @@ __all__ = ["QUEUE_PER_SLOT", "Rig", "lab_config", "open_rig", "queries"]
 QUEUE_PER_SLOT = 10
 #: users cycled through: enough to cover every bucket of both PoPs many times
 USERS = 4000
+#: the traffic's process (a script: it runs from any working directory)
+SENDER = Path(__file__).with_name("traffic_sender.py")
 
 
 def lab_config(
@@ -85,22 +89,25 @@ class Rig:
     rebalancer_id: str = REBALANCER_ID
 
 
-async def traffic(plane: HAProxyDataPlane, rps: float, stop: asyncio.Event) -> None:
-    """``rps``, half per PoP, sent on a schedule whatever the answers take (an overloaded
-    region must not slow the demand down)."""
-    pending: set[asyncio.Task[Any]] = set()
-    async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=200)) as client:
-        loop = asyncio.get_running_loop()
-        start, i = loop.time(), 0
-        while not stop.is_set():
-            pop = ("p1", "p2")[i % 2]
-            url = f"{plane.pop_url(pop)}/edge/{pop}"
-            task = asyncio.create_task(client.get(url, params={"user": f"u-{i % USERS}"}))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-            i += 1
-            await asyncio.sleep(max(0.0, start + i / rps - loop.time()))
-        await asyncio.gather(*pending, return_exceptions=True)
+@contextlib.asynccontextmanager
+async def traffic(plane: HAProxyDataPlane, rps: float, log: Path) -> AsyncIterator[None]:
+    """``rps``, half per PoP, from :mod:`.traffic_sender` in a process of its own (why: its
+    docstring) until the block ends; its output goes to ``log``."""
+    urls = [arg for pop in ("p1", "p2") for arg in ("--url", f"{plane.pop_url(pop)}/edge/{pop}")]
+    args = [sys.executable, str(SENDER), "--rps", f"{rps:g}", "--users", str(USERS), *urls]
+    with log.open("ab") as out:
+        process = spawn(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        started = await wait_until_async(
+            lambda: READY in log.read_text(),
+            timeout_s=30,
+            alive=exited(process, "the traffic sender"),
+        )
+        if not started:
+            raise RuntimeError(f"the traffic sender did not start; see {log}")
+        yield
+    finally:
+        stop_group(process, timeout_s=5.0)
 
 
 @contextlib.asynccontextmanager
@@ -128,15 +135,13 @@ async def open_rig(
             )
             fleet = fleet_from_settings(settings)
             ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
-            stop = asyncio.Event()
-            sender = asyncio.create_task(traffic(plane, rps, stop))
             try:
-                async with new_worker(client, registry.activities(ctx), task_queue=queue):
+                async with (
+                    traffic(plane, rps, tmp_path / "traffic.log"),
+                    new_worker(client, registry.activities(ctx), task_queue=queue),
+                ):
                     yield Rig(client, fleet, plane, queue, log)
             finally:
-                stop.set()
-                with contextlib.suppress(Exception):
-                    await sender
                 await fleet.aclose()
 
 
