@@ -7,12 +7,14 @@ epochs, saying why and counting them, then publishes again once the fleet is bac
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest_asyncio
 from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -89,6 +91,37 @@ async def status_after(
     return status
 
 
+#: real seconds the override's refusal may take; it takes well under one on a quiet machine
+STALL_S = 120.0
+
+
+class Trail:
+    """What the server's clock and the rebalancer's pending activity did, for a stall's
+    failure message: once (hogged make test, 12ab6a9) the test's 30 s skips stopped
+    advancing anything after the fourth attempt of an epoch, until pytest-timeout's 300 s."""
+
+    def __init__(self, env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> None:
+        self._env, self._handle = env, handle
+        self._started = time.monotonic()
+        self.notes: list[str] = []
+
+    @property
+    def real_s(self) -> float:
+        return time.monotonic() - self._started
+
+    async def note(self) -> None:
+        now = await self._env.get_current_time()
+        described = await self._handle.describe()
+        pending = [
+            f"{a.activity_type.name}#{a.attempt} {PendingActivityState.Name(a.state)}"
+            for a in described.raw_description.pending_activities
+        ]
+        self.notes.append(f"real {self.real_s:.1f}s server {now:%H:%M:%S} pending {pending}")
+
+    def __str__(self) -> str:
+        return "; ".join(self.notes[-8:])
+
+
 class TestFleetOutage:
     """Every epoch during the outage is skipped with the cause; none fails the workflow. An
     override asked for during it waits a few retries, then is refused with the cause."""
@@ -137,10 +170,13 @@ class TestFleetOutage:
                 region="eu-west", owner="runbook:eu-west", max_share=0.0, ticket=ticket
             ),
         )
+        trail = Trail(time_env, handle)
         while True:
             found = await handle.query(TrafficRebalanceWorkflow.override_ticket, ticket)
             if found.outcome not in ("pending", "unknown"):
                 break
+            await trail.note()
+            assert trail.real_s < STALL_S, f"ticket still {found.outcome}: {trail}"
             await skip_time(time_env, 30)
         fleet.down = False
 
