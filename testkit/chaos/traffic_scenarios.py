@@ -190,13 +190,15 @@ class LoadTest(Scenario):
 
     def __init__(self) -> None:
         self._handle: WorkflowHandle[Any, Any] | None = None
-        self.aimed_hit = False
+        self._aimed = self.aimed_hit = False
 
     async def next_kill(self, plan: ChaosPlan, rng: random.Random) -> None:
-        """The first kill lands while a pin is in flight; later ones at random gaps."""
-        if self.aimed_hit:
+        """The first kill lands while a pin is in flight (within a minute, or it counts as
+        missed); later ones at random gaps."""
+        if self._aimed:
             await super().next_kill(plan, rng)
             return
+        self._aimed = True
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self._handle is not None:
