@@ -30,7 +30,7 @@ from tests.lab.haproxy.serving import fleet_api
 from tests.promhealth.traffic_sender import READY
 from tests.triggers.servers import prometheus
 
-__all__ = ["QUEUE_PER_SLOT", "Rig", "lab_config", "open_rig", "queries"]
+__all__ = ["QUEUE_PER_SLOT", "Rig", "lab_config", "observed", "open_rig", "queries"]
 
 #: queue places per slot of each web pool. With 2, a hogged run's Python backend stalled
 #: long enough at 15 rps for HAProxy to refuse 8% of a region's requests (the load test
@@ -143,6 +143,28 @@ async def open_rig(
                     yield Rig(client, fleet, plane, queue, log)
             finally:
                 await fleet.aclose()
+
+
+async def observed(fleet: Fleet, within_s: float = 60.0) -> None:
+    """Wait until the health source has numbers for every pool of every region.
+
+    A drain's capacity check rightly refuses while a pool has shown nothing ("no health
+    data for cache in west"): right after the rig starts, a pool that few requests reach
+    (a dependency at 20 rps) may have no series yet, or one sample, too few for a rate.
+    """
+    topology = await fleet.topology()
+    pools = {(r.name, s) for r in topology.regions for s in r.capacity_rps}
+    missing = set(pools)
+
+    async def seen() -> bool:
+        health = await fleet.health()
+        shown = {(h.region, h.service) for h in health.services if h.rps is not None}
+        missing.clear()
+        missing.update(pools - shown)
+        return not missing
+
+    if not await wait_until_async(seen, timeout_s=within_s, interval_s=1.0):
+        raise AssertionError(f"no health data within {within_s:g} s for {sorted(missing)}")
 
 
 def queries(log: Path) -> list[str]:

@@ -26,7 +26,7 @@ from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.runbook.spec import Runbook
 from testkit.haproxy import settled_routing
 from tests.lab.haproxy.test_data_plane import of
-from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
+from tests.promhealth.haproxy_rig import Rig, lab_config, observed, open_rig, queries
 from tests.workflows.runbook.conftest import runbook
 from tests.workflows.test_rebalancer import wait_status
 from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -102,6 +102,7 @@ async def test_drain_and_restore_read_promql(dev_env: WorkflowEnvironment, tmp_p
         try:
             # overrides are refused until the rebalancer trusts its (PromQL) view of the fleet
             await wait_status(rebalancer, lambda s: s.trusted_view, limit_s=60.0)
+            await observed(rig.fleet)
             drain = await start(rig, runbook(DRAIN, region="east"))
             drained = await asyncio.wait_for(runbook_result(drain), timeout=120)
             assert drained.outcome == "completed", (drained.outcome, drained.events[-5:])
