@@ -158,7 +158,10 @@ async def observed(fleet: Fleet, within_s: float = 60.0) -> None:
 
     async def seen() -> bool:
         health = await fleet.health()
-        shown = {(h.region, h.service) for h in health.services if h.rps is not None}
+        # as the capacity check reads a pool: samples in the window, and a rate
+        shown = {
+            (h.region, h.service) for h in health.services if not h.missing and h.rps is not None
+        }
         missing.clear()
         missing.update(pools - shown)
         return not missing
