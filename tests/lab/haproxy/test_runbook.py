@@ -7,7 +7,6 @@ the PoP frontends follow.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -17,10 +16,12 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.clients.runbook_runs import runbook_result
+from orchestrator.contracts.runbook import RunbookReport
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from testkit.haproxy import settled_routing
 from tests.lab.haproxy.serving import fleet_api
 from tests.lab.haproxy.test_data_plane import lab_config, of
+from tests.promhealth.haproxy_rig import traffic
 from tests.workflows.conftest import Stack, open_stack
 from tests.workflows.runbook.conftest import _start_rebalancer, runbook, start
 from tests.workflows.test_rebalancer import wait_status
@@ -61,15 +62,8 @@ async def haproxy_stack(
         yield opened
 
 
-async def traffic(plane: HAProxyDataPlane, stop: asyncio.Event) -> None:
-    """Users at both PoPs until ``stop``: the gates need numbers to read."""
-    async with httpx.AsyncClient(timeout=10) as client:
-        i = 0
-        while not stop.is_set():
-            pop = ("p1", "p2")[i % 2]
-            await client.get(f"{plane.pop_url(pop)}/edge/{pop}", params={"user": f"t-{i % 500}"})
-            i += 1
-            await asyncio.sleep(0.02)
+#: requests/s through the two PoPs while the drain runs: the gates need numbers to read
+RPS = 40.0
 
 
 class TestDrainRunbook:
@@ -77,24 +71,13 @@ class TestDrainRunbook:
     request through HAProxy reaches it."""
 
     async def test_drain_through_haproxy(
-        self, haproxy_stack: Stack, lab_url: tuple[str, HAProxyDataPlane]
+        self, haproxy_stack: Stack, lab_url: tuple[str, HAProxyDataPlane], tmp_path: Path
     ) -> None:
         plane = lab_url[1]
-        stop = asyncio.Event()
-        sender = asyncio.create_task(traffic(plane, stop))
-        rebalancer = await _start_rebalancer(haproxy_stack)
-        try:
-            # Traffic shifts are the rebalancer's overrides: it writes the map. Real traffic's
-            # noise keeps it publishing small moves, so wait for its trusted view of the
-            # fleet (overrides are refused before it), not for convergence.
-            await wait_status(rebalancer, lambda s: s.trusted_view, limit_s=60.0)
-            handle = await start(haproxy_stack, runbook(DRAIN, region="east"))
-            result = await asyncio.wait_for(runbook_result(handle), timeout=120)
-        finally:
-            await rebalancer.terminate("test over")
-            stop.set()
-            with contextlib.suppress(Exception):
-                await sender
+        # from a process of its own: a sender on this loop falls silent while the worker
+        # beside it holds the GIL, then bursts (measured: tests/promhealth/traffic_sender.py)
+        async with traffic(plane, RPS, tmp_path / "traffic.log"):
+            result = await self._drain(haproxy_stack)
         assert result.outcome == "completed", (result.outcome, result.events[-5:])
         table = await settled_routing(plane.fleet())
         assert "east" not in set(of(table, "p1")) | set(of(table, "p2")), (
@@ -111,3 +94,15 @@ class TestDrainRunbook:
             ]
         assert all(a.status_code == 200 for a in answers)
         assert "east" not in {a.json()["region"] for a in answers}
+
+    async def _drain(self, stack: Stack) -> RunbookReport:
+        rebalancer = await _start_rebalancer(stack)
+        try:
+            # Traffic shifts are the rebalancer's overrides: it writes the map. Real traffic's
+            # noise keeps it publishing small moves, so wait for its trusted view of the
+            # fleet (overrides are refused before it), not for convergence.
+            await wait_status(rebalancer, lambda s: s.trusted_view, limit_s=60.0)
+            handle = await start(stack, runbook(DRAIN, region="east"))
+            return await asyncio.wait_for(runbook_result(handle), timeout=120)
+        finally:
+            await rebalancer.terminate("test over")
