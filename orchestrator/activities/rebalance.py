@@ -138,6 +138,9 @@ def plan(
         restored = restore_table(instance, result, inp.restore_fractions)
         if isinstance(restored, str):
             note = f"previous table not restored ({restored}); solved instead"
+            # a load test then reports its routing as not restored: the worker's log is
+            # where the reason outlives the run (the status keeps only the last epochs)
+            log.warning("previous table not restored", reason=restored)
         else:
             result, note = restored, "restored the table found before the override"
     # Per-PoP outcomes repeat the fractions (with bucket lists): no workflow reads them, and
