@@ -35,6 +35,7 @@ from orchestrator.policy.rebalance.inputs import (
 )
 from orchestrator.policy.rebalance.model import Constraints, SolverResult
 from orchestrator.policy.rebalance.taiji import check, solve
+from orchestrator.policy.rebalance.urgent import solve_urgent, urgent_constraints
 
 __all__ = ["EpochPlan", "PlanEpochInput", "PublishInput", "PublishResult", "RebalanceActivities"]
 
@@ -87,13 +88,6 @@ class PublishResult(BaseModel):
     conflict: bool = False
 
 
-def urgent_constraints(constraints: Constraints) -> Constraints:
-    """An override is the operator's decision: apply it at once, not in ramps."""
-    return constraints.model_copy(
-        update={"max_utilization_increase": 10.0, "damping": 1.0, "min_shift": 0.0}
-    )
-
-
 def plan(
     inp: PlanEpochInput, topology: Topology, routing: RoutingTable, health: HealthReport
 ) -> EpochPlan:
@@ -117,13 +111,17 @@ def plan(
             untrusted=True,
             regression=regression,
         )
-    emergency = "" if inp.urgent else "; ".join(broken_holds(instance, inp.overrides))
+    broken = broken_holds(instance, inp.overrides)
+    emergency = "" if inp.urgent else "; ".join(broken)
     if emergency:
         log.warning("routing breaks a hold: emergency step", broken=emergency)
         instance = instance.model_copy(update={"constraints": urgent_constraints(inp.constraints)})
     try:
-        result = solve(instance)
-        check(instance, result)
+        if broken:  # a new cap or pin to apply, or a hold the table lost: only as far as needed
+            result = solve_urgent(instance, inp.constraints)
+        else:
+            result = solve(instance)
+            check(instance, result)
     except PolicyError as exc:
         log.warning("epoch infeasible", reason=str(exc))
         return EpochPlan(
