@@ -36,27 +36,29 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
 
     python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~2.2 min/trial)
 
-Results (results/drain_haproxy.json, 3 trials, 06:54-07:01 UTC 2026-12-06, the 2-core
-machine otherwise idle: load average 2.0-4.5, most of it this benchmark's own processes).
-5 of 8 claims hold. Before the drain: 1,202-1,214 rps served of 1,200 offered, 0 5xx at
-54-57% web utilization (HAProxy's slot occupancy 56-57%). The three paced drains (k_min 4)
-completed, receivers' p99 575-742 ms (SLO 800), utilization 0.68-0.73; restores completed.
-Not met: the paced drain took 1.23, 1.57 and 1.66x the shortest safe schedule, and two of
-the three had drain-caused 5xx, 348 and 339 (0.7%), each one receiver's HAProxy queue
-filling once (``qmax`` 160 = ``maxqueue``, every 5xx HAProxy's ``econ``) while its mean
-queue time stayed 17 ms: a backend stalled for a fraction of a second. The naive drain
-was worse than the paced one in two trials (229 and 28 5xx, 2.0% and 0.2%) but not in the
-second (12 5xx against the paced drain's 339).
-CPU per 1,000 rps served, pre-drain: HAProxy 0.20-0.24 cores (0.24-0.30 during the drain,
-with the 10 Hz map poll). Gate-to-decision: 0.47-1.07 s (medians 0.55-1.04 s).
-What changed since the first run (3 of 8 met, every paced drain rolled back): ``maxconn``
-counts the dependency calls (web 40 slots -> 46 connections; the slot was held 113-161 ms
-where the capacity model counted 80), backends on uvloop/httptools without FastAPI's
-parameter parsing (0.97 -> 0.5 ms CPU per request), warmth that follows the live map, and
-Poisson arrivals from Locust (``constant_throughput`` users arrived on a common beat).
-Two runs on the way, same day: before the Poisson arrivals, one run had every paced drain
-rolled back with 144 and 66 5xx before the drain in two trials; one before the Starlette
-endpoint completed all three paced drains at 1.48-2.46x, 0-587 drain-caused 5xx.
+Results (results/drain_haproxy.json, 3 trials, 20:31-20:38 UTC 2026-12-06, the 2-core
+machine otherwise idle: load average 2.1-3.1, most of it this benchmark's own processes).
+6 of 8 claims hold. Before the drain: 1,203-1,212 rps served of 1,200 offered, 0 5xx at
+53-56% web utilization (HAProxy's slot occupancy 56-59%). The three paced drains (k_min 4)
+completed with 0 drain-caused 5xx and no gate holding, receivers' p99 326-414 ms (SLO 800),
+utilization 0.72-0.76; restores completed. Not met: the paced drain took 1.27-1.29x the
+shortest safe schedule (30.4-31.0 s against 24 s; gate to decision 0.26-0.72 s a step),
+and the naive drain was worse in one trial of three (122 5xx, 1.0%, receivers' p99 730 ms;
+0 5xx at 0.88 and 0.86 utilization in the others).
+CPU per 1,000 rps served, pre-drain: HAProxy 0.19-0.20 cores (0.23-0.26 during the drain,
+with the 10 Hz map poll).
+What changed since the run before (5 of 8 met: 330, 24 and 48 drain-caused 5xx, paced
+1.46-1.80x): in one more trial (278 5xx, 1.97x), sampled every 50 ms, the 5xx were not a stalled backend (eu-central's ran 18% of a core and
+waited on the run queue as long as it ran) but a surge: at step 3 of 4 the override's
+urgent epoch, with no ramp, rebalanced the whole fleet to one window's noise, taking ~100
+rps off us-east and putting ~90 rps on eu-central where the schedule planned ~20, cold;
+its server sat at ``maxconn`` for 4 s with 370-400 rps arriving and ~320 served, the
+queue at 160, and the gates held the drain twice. An urgent epoch now lifts the ramp only
+as far as the new hold needs (``policy/rebalance/urgent.py``).
+Earlier: ``maxconn`` counts the dependency calls (web 40 slots -> 46 connections),
+backends on uvloop/httptools without FastAPI's parameter parsing (0.97 -> 0.5 ms CPU per
+request), warmth that follows the live map, and Poisson arrivals from Locust
+(``constant_throughput`` users arrived on a common beat).
 """
 
 from __future__ import annotations
