@@ -2,9 +2,10 @@
 histogram_quantile() over the lab's counters and histograms, the lab's own health read.
 
 Tolerances (stated, not tuned): error rate within 0.01 absolute (a ratio of two
-increases: the extrapolation cancels); p99 within the width of the histogram bucket
-holding the lab's exact p99 (histogram_quantile interpolates inside a bucket); request
-count within 10% (increase() extrapolates up to half a scrape interval at the end).
+increases: the extrapolation cancels); p99 in the histogram bucket holding the lab's exact
+p99 or a neighbour (histogram_quantile interpolates inside a bucket, and near an edge a
+sample or two moves the rank across it: testkit.histograms); request count within 10%
+(increase() extrapolates up to half a scrape interval at the end).
 
 Both reads cover every request: the window reaches back past Prometheus's scrape of the
 zeroed counters, and the lab keeps samples long enough. With a fixed 60 s window, traffic
@@ -19,7 +20,6 @@ and PromQL counted 1,075 of a region's 1,082 requests (p99 407 against 353 ms, i
 from __future__ import annotations
 
 import asyncio
-import bisect
 import math
 import time
 from datetime import UTC, datetime
@@ -29,10 +29,10 @@ import httpx
 import pytest
 
 from orchestrator.lab.config import load_config as load_lab_config
-from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
 from orchestrator.promhealth import LAB_QUERIES, PrometheusHealth, load_config
 from orchestrator.waiting import wait_until_async
+from testkit.histograms import quantile_range_ms
 from tests.fixtures.lab import LabFactory
 from tests.triggers.servers import prometheus
 
@@ -45,12 +45,6 @@ QUERIES = LAB_QUERIES
 REQUESTS = 3000
 #: samples the lab keeps: more than the traffic and the scrapes take on a loaded machine
 RETENTION_S = 600.0
-
-
-def bucket_width(value_s: float) -> float:
-    i = bisect.bisect_left(LATENCY_BUCKETS_S, value_s)
-    lower = LATENCY_BUCKETS_S[i - 1] if i > 0 else 0.0
-    return LATENCY_BUCKETS_S[i] - lower
 
 
 async def scraped_total(http: httpx.AsyncClient, prom: str) -> float:
@@ -111,8 +105,8 @@ async def test_promql_agrees_with_lab_health(start_lab: LabFactory, tmp_path: Pa
         assert lab_region.error_rate is not None and lab_region.p99_ms is not None
         assert from_prom.error_rate is not None and from_prom.p99_ms is not None
         assert abs(from_prom.error_rate - lab_region.error_rate) <= 0.01
-        width_ms = 1000 * bucket_width(lab_region.p99_ms / 1000)
-        assert abs(from_prom.p99_ms - lab_region.p99_ms) <= width_ms
+        low, high = quantile_range_ms(lab_region.p99_ms)
+        assert low <= from_prom.p99_ms <= high
         assert from_prom.samples is not None
         assert abs(from_prom.samples - lab_region.samples) <= 0.1 * lab_region.samples
     [nyc] = [p for p in prom_report.pops if p.pop == "nyc"]

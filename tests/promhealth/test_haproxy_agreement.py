@@ -6,8 +6,8 @@ p2 sends its users to a region of one slot and one queue place, so HAProxy itsel
 many of them (503, never reaching a backend): the error rates compared, per region, PoP and
 front service pool, include HAProxy's own.
 Tolerances as in tests/metrics/test_agreement.py (stated, not tuned): error rate within 0.01
-absolute, request counts within 10% (``increase()`` extrapolates), p99 within the width of the
-histogram bucket holding the lab's p99, for regions with at least DENSE successes (with
+absolute, request counts within 10% (``increase()`` extrapolates), p99 in the histogram
+bucket holding the lab's p99 or a neighbour, for regions with at least DENSE successes (with
 fewer, the lab's p99 interpolates between the two slowest requests, which may lie buckets
 apart). The one-slot region's PromQL p99 must show the wait in HAProxy's queue instead.
 The same Prometheus evaluates the lab's recording rules (haproxy-lab.rules.yml): the recorded
@@ -18,7 +18,6 @@ health queries at the rules' 1m window evaluated at the recording's own timestam
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from pathlib import Path
 
@@ -28,10 +27,10 @@ import yaml
 
 from orchestrator.lab.haproxy.config import RULES
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
-from orchestrator.lab.metrics import LATENCY_BUCKETS_S
 from orchestrator.models import HealthReport
 from orchestrator.promhealth import HAPROXY_LAB_QUERIES, PrometheusHealth, load_config
 from orchestrator.waiting import wait_until_async
+from testkit.histograms import quantile_range_ms
 from tests.lab.haproxy.serving import fleet_api
 from tests.lab.haproxy.test_data_plane import lab_config
 from tests.triggers.servers import prometheus
@@ -53,12 +52,6 @@ WINDOW_S = 300.0
 SAMPLED_S = 40.0
 #: two scrape intervals of the test's Prometheus
 SETTLED_S = 2.0
-
-
-def bucket_width(value_s: float) -> float:
-    i = bisect.bisect_left(LATENCY_BUCKETS_S, value_s)
-    lower = LATENCY_BUCKETS_S[i - 1] if i > 0 else 0.0
-    return LATENCY_BUCKETS_S[i] - lower
 
 
 async def scalar(http: httpx.AsyncClient, prom: str, query: str) -> float:
@@ -181,8 +174,8 @@ async def test_promql_agrees_with_the_haproxy_labs_health(tmp_path: Path) -> Non
         assert ours.p99_ms is not None and theirs.p99_ms is not None
         successes = ours.samples * (1 - ours.error_rate)
         if successes >= DENSE:
-            width_ms = 1000 * bucket_width(ours.p99_ms / 1000)
-            assert abs(theirs.p99_ms - ours.p99_ms) <= width_ms, (ours, theirs)
+            low, high = quantile_range_ms(ours.p99_ms)
+            assert low <= theirs.p99_ms <= high, (ours, theirs)
     # per pool: web's counts are its HAProxy server's (refusals included), cache's the backend's
     pools = [s for s in lab_report.services if s.samples]
     assert {(s.region, s.service) for s in pools} >= {("tiny", "web"), ("east", "cache")}
