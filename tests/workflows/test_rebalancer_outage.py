@@ -26,7 +26,7 @@ from orchestrator.exceptions import FleetUnavailable
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.server import LabThread
 from orchestrator.models import HealthReport, RoutingTable, Topology
-from tests.fixtures.temporal import new_worker, skip_time
+from tests.fixtures.temporal import new_worker, skip_time, start_time_skipping
 from workflows.rebalancer import TrafficRebalanceWorkflow
 
 EPOCH_S = 30.0
@@ -62,6 +62,22 @@ class DownFleet(HttpFleet):
 async def no_earlier_run(_inp: RecoverHoldsInput) -> RecoveredHolds:
     """The time-skipping server has no visibility store to search: nothing to take over."""
     return RecoveredHolds()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server per test, not the module's shared one. In a hogged run
+    (h3, 0422e62) the second test's Trail showed the server's clock moving at real speed,
+    30 s per 30 s skip, with the activity's retry backoffs (2, 4, 8, 15 s) taken in real
+    time: a time-skipping lock held with nothing to wait for, as the Java test server
+    leaks one around activity retry timers and timeouts (sdk-java #593's review,
+    #2246; open fix #3092). Nothing here releases a leaked lock; a fresh server keeps
+    one test's leak from slowing the next, and this module has the suite's most retries."""
+    env = await start_time_skipping()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
