@@ -67,7 +67,8 @@ class EpochPlan(BaseModel):
     result: SolverResult | None = None
     #: the routing version went backwards since the last epoch: the fleet lost its state
     regression: str = ""
-    #: the table broke a hold, so this plan set the ramp aside to fix it (what was broken)
+    #: the table broke a hold, so this plan lifted the ramp as far as fixing it needs (what
+    #: was broken)
     emergency: str = ""
 
     @property

@@ -135,8 +135,10 @@ class LabRestart(HeldRegion):
     async def run(self, stack: ChaosStack) -> None:
         stack.notes["audit_before"] = await stack.read(stack.fleet.audit)
         since = (await status_of(stack)).epoch
-        await stack.restart_lab()
-        stack.notes["carried_after_restart"] = await carried(stack)
+        started_with = await stack.restart_lab()
+        stack.notes["carried_after_restart"] = max(
+            shares.get(REGION, 0.0) for shares in started_with.fractions.values()
+        )
         await self.measure(stack, time.monotonic(), since)
 
     async def verify(self, stack: ChaosStack) -> list[str]:

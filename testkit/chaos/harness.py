@@ -44,7 +44,7 @@ from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DemandConfig, LabConfig, load_config
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.lab.training.config import TrainingLabConfig
-from orchestrator.models import AuditEntry
+from orchestrator.models import AuditEntry, RoutingTable
 from orchestrator.ports import free_port
 from orchestrator.temporal import data_converter
 from testkit.lab import RunningLab, launch_lab
@@ -152,15 +152,19 @@ class ChaosStack:
     #: what the lab was started with, so that :meth:`restart_lab` starts the same one
     lab_config: LabConfig | None = None
 
-    async def restart_lab(self) -> None:
+    async def restart_lab(self) -> RoutingTable:
         """Kill the lab and start a fresh one on the same port: it has lost every state
-        (routing back at its initial version and table, audit log and keys empty)."""
+        (routing back at its initial version and table, audit log and keys empty). Returns
+        the table it starts with, read before it serves: once it serves, the rebalancer's
+        next epoch may fix it before the caller looks (a hogged run: already fixed)."""
         old = self.lab._thread
         assert old is not None, "only an in-process lab can be restarted"
         await asyncio.to_thread(old.stop)
         app = build_app(self.lab_config, mode="model", faults=True, seed=0)
+        started_with: RoutingTable = app.state.runtime.state.routing.table(include_buckets=False)
         fresh = await asyncio.to_thread(LabThread(app, port=old.port).start)
         self.lab._thread, self.lab.runtime = fresh, app.state.runtime
+        return started_with
 
     def starve_worker(self, stopped: bool) -> None:
         """SIGSTOP (or SIGCONT) the worker: a starved host where nothing of it runs."""
