@@ -31,6 +31,7 @@ from orchestrator.activities.load_test import routing_difference
 from orchestrator.contracts.load_test import LoadTestInput
 from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
 from orchestrator.models import RoutingWrite
+from orchestrator.waiting import wait_until_async
 from testkit.haproxy import settled_routing
 from tests.lab.haproxy.test_data_plane import of
 from tests.promhealth.haproxy_rig import Rig, lab_config, open_rig, queries
@@ -56,6 +57,23 @@ async def until_status(
         if loop.time() > deadline:
             pytest.fail(f"not reached within {within_s:g}s; last epochs: {status.epochs[-4:]}")
         await asyncio.sleep(0.2)
+
+
+async def steady(rig: Rig, region: str, rps: float, within_s: float = 60.0) -> None:
+    """Wait until the health source reads ``region`` serving ``rps`` (within 25%) in two
+    reads in a row, a window apart. One window's sleep after the routing write was not
+    enough under a hogged CPU: the load test's baseline read west at 3.0 of the ~15 rps
+    the new table sent it (h4, d1cc0e6), and the test ran to max_load while healthy."""
+    readings: list[float | None] = []
+
+    async def settled() -> bool:
+        health = await rig.fleet.health(LOAD_WINDOW_S)
+        readings.append(next((r.rps for r in health.regions if r.region == region), None))
+        near = [x is not None and abs(x - rps) <= 0.25 * rps for x in readings[-2:]]
+        return len(near) == 2 and all(near)
+
+    if not await wait_until_async(settled, timeout_s=within_s, interval_s=LOAD_WINDOW_S):
+        raise AssertionError(f"{region} never read {rps:g} rps twice in a row: {readings[-6:]}")
 
 
 async def test_rebalancer_and_load_test_read_promql(
@@ -101,7 +119,7 @@ async def rebalance_then_load_test(rig: Rig) -> None:
         if_match=table.version,
         idempotency_key="quarter-west",
     )
-    await asyncio.sleep(LOAD_WINDOW_S + 1)  # a window of the new table before the baseline
+    await steady(rig, "west", OFFERED_RPS / 4)  # the baseline must be the new table's
     result = await rig.client.execute_workflow(
         LiveLoadTestWorkflow.run,
         LoadTestInput(
