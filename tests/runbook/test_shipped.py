@@ -53,6 +53,20 @@ class TestLintClean:
 class TestDrainOrder:
     """User traffic, then sessions, then stateless pools, then kv and batch."""
 
+    def test_the_edge_drain_is_the_region_drains_edge(self, drain: Runbook) -> None:
+        edge = load_runbook(RUNBOOKS / "edge-drain.yaml", {"region": "eu-west"})
+        # what HAProxy steers, in the same order with the same steps and gates
+        assert [t.id for t in edge.tasks] == [
+            "steady-state",
+            "shift-user-traffic",
+            "teardown-sessions",
+            "drain-web-pool",
+            "verify-drained",
+        ]
+        for task in edge.tasks[1:4]:
+            same = drain.task(task.id)
+            assert (task.args, task.steps, task.gates) == (same.args, same.steps, same.gates)
+
     def test_order(self, drain: Runbook) -> None:
         templates = {t.id: t.template for t in drain.tasks}
         assert templates["shift-user-traffic"] == "traffic_shift"
@@ -77,10 +91,24 @@ class TestDrainOrder:
         assert schedule.makespan_s < schedule.sequential_s
 
 
+#: each shipped drain and its restore: the whole region, and what an HAProxy edge carries
+PAIRS = [("region-drain", "region-restore"), ("edge-drain", "edge-restore")]
+
+
+@pytest.fixture(params=PAIRS, ids=lambda pair: pair[0])
+def pair(request: pytest.FixtureRequest) -> tuple[Runbook, Runbook]:
+    drain, restore = (
+        load_runbook(RUNBOOKS / f"{n}.yaml", {"region": "eu-west"}) for n in request.param
+    )
+    assert drain.restore_runbook == restore.name
+    return drain, restore
+
+
 class TestPairing:
     """Every mutating drain task is undone by a task of the restore runbook, in reverse."""
 
-    def test_each_restore_exists_and_matches(self, drain: Runbook, restore: Runbook) -> None:
+    def test_each_restore_exists_and_matches(self, pair: tuple[Runbook, Runbook]) -> None:
+        drain, restore = pair
         for task in drain.tasks:
             if not REGISTRY[task.template].mutates:
                 continue
@@ -89,7 +117,8 @@ class TestPairing:
             assert undo.template == task.template
             assert undo.args.get("region") == task.args.get("region") == "eu-west"
 
-    def test_restore_runs_in_reverse(self, drain: Runbook, restore: Runbook) -> None:
+    def test_restore_runs_in_reverse(self, pair: tuple[Runbook, Runbook]) -> None:
+        drain, restore = pair
         undo_of = {t.id: t.restore for t in drain.tasks if isinstance(t.restore, str)}
         for task in drain.tasks:
             for dep in task.depends_on:
