@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 LOCK := constraints.txt
 LOCK_VENV := .venv-lock
 
-.PHONY: install lock test test-fast lint audit demo bench clean
+.PHONY: install lock test test-fast lint audit demo demo-haproxy bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -65,6 +65,11 @@ audit: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/orchestrator demo $(DEMO_ARGS)
+
+# The traffic scenarios through a real HAProxy at 1,200 rps (docs/demo.md).
+demo-haproxy: $(STAMP)
+	scripts/install-system-deps.sh
+	$(BIN)/orchestrator demo --data-plane haproxy $(DEMO_ARGS)
 
 # BENCH_ARGS: e.g. --quick, --only taiji kraken, --timeout 600 (python -m benchmarks --help)
 bench: $(STAMP)

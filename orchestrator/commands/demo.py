@@ -20,7 +20,18 @@ def demo(
     temporal_port: int = typer.Option(7233, "--temporal-port", min=1, max=65535),
     ui_port: int = typer.Option(8233, "--ui-port", min=1, max=65535),
     lab_port: int = typer.Option(8080, "--lab-port", min=1, max=65535),
-    rps: float = typer.Option(120.0, "--rps", min=10.0, help="Locust traffic, requests/s."),
+    rps: float | None = typer.Option(
+        None,
+        "--rps",
+        min=10.0,
+        help="Locust traffic, requests/s [default: 120; 1,200 with --data-plane haproxy].",
+    ),
+    data_plane: str = typer.Option(
+        "python",
+        "--data-plane",
+        help="python (the lab serves every PoP, faults on) or haproxy (a real HAProxy in "
+        "front of a process per region: rebalance, loadtest and drain at 10x the traffic).",
+    ),
     only: list[str] = typer.Option(
         [],
         "--only",
@@ -29,14 +40,17 @@ def demo(
 ) -> None:
     """Run the main scenario: rebalance, load test, drain and restore, training recovery."""
     from orchestrator.demo.run import DemoOptions, run_demo
-    from orchestrator.demo.stack import DemoPorts
+    from orchestrator.demo.stack import DataPlane, DemoPorts
     from orchestrator.processes import interrupt_on_signals
 
+    if data_plane not in ("python", "haproxy"):
+        fail(f"--data-plane must be python or haproxy, not {data_plane!r}")
+    plane: DataPlane = "haproxy" if data_plane == "haproxy" else "python"
     ports = DemoPorts(temporal=temporal_port, ui=ui_port, lab=lab_port)
     # SIGTERM takes Ctrl-C's path, through the demo's finally that stops its stack.
     try:
         with interrupt_on_signals():
-            code = run_demo(DemoOptions(workdir, ports, keep, console, rps, only))
+            code = run_demo(DemoOptions(workdir, ports, keep, console, rps, only, plane))
     except OrchestratorError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

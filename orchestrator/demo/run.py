@@ -5,6 +5,11 @@ worker and Locust, then runs the rebalancer, a live load test, a drain and resto
 under traffic and a training job through two failures; writes an HTML report per
 scenario, prints one summary table and stops every process it started (unless
 ``keep``).
+
+With ``data_plane="haproxy"`` the lab's traffic goes through a real HAProxy (a frontend
+per PoP, the routing as a live map, a process per region) at 10x the traffic and the
+pools: the rebalancer, the load test and the drain and restore. That lab has no faults
+to inject, so the training and building scenarios run only on the Python data plane.
 """
 
 from __future__ import annotations
@@ -23,19 +28,23 @@ from rich.table import Table
 from temporalio.client import Client
 
 from orchestrator.demo import scenarios
+from orchestrator.demo.answers import AnswerCounter, haproxy_answers, lab_truth_answers
 from orchestrator.demo.building import BUILDING_JOB, BUILDING_REGION, building_incident
 from orchestrator.demo.scenarios import DemoContext, ScenarioSummary
-from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
+from orchestrator.demo.stack import DataPlane, DemoError, DemoPorts, DemoStack
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import DEFAULT_CONFIG_PATH
 from orchestrator.reports import write_report
 from orchestrator.temporal import data_converter
 from orchestrator.waiting import wait_until
 
-__all__ = ["DemoOptions", "demo_lab_config", "run_demo"]
+__all__ = ["DemoOptions", "demo_lab_config", "haproxy_lab_config", "run_demo"]
 
-#: edge requests per second of Locust traffic: two regions can take the third's load
-TRAFFIC_RPS = 120.0
+#: edge requests per second of Locust traffic by data plane: two regions can take the
+#: third's load (HAProxy's lab has every web and sessions pool 10x the Python lab's)
+TRAFFIC_RPS: dict[DataPlane, float] = {"python": 120.0, "haproxy": 1200.0}
+#: the scenarios that need the lab's faults, which only the Python data plane has
+NEEDS_FAULTS = ("training", "building")
 
 SCENARIOS: dict[str, Callable[[DemoContext], Awaitable[ScenarioSummary]]] = {
     "rebalance": scenarios.rebalance,
@@ -53,20 +62,28 @@ class DemoOptions:
         ports: DemoPorts,
         keep: bool,
         console: Console,
-        rps: float,
+        rps: float | None = None,
         only: list[str] | None = None,
+        data_plane: DataPlane = "python",
     ) -> None:
-        self.workdir, self.ports, self.keep, self.console, self.rps = (
-            workdir,
-            ports,
-            keep,
-            console,
-            rps,
-        )
+        self.workdir, self.ports, self.keep, self.console = workdir, ports, keep, console
+        self.data_plane = data_plane
+        self.rps = TRAFFIC_RPS[data_plane] if rps is None else rps
         unknown = sorted(set(only or []) - set(SCENARIOS))
         if unknown:
             raise DemoError(f"--only {unknown[0]}: not a scenario; one of {', '.join(SCENARIOS)}")
-        self.scenarios = [name for name in SCENARIOS if not only or name in only]
+        if data_plane == "haproxy":
+            faulty = [name for name in only or [] if name in NEEDS_FAULTS]
+            if faulty:
+                raise DemoError(
+                    f"--only {faulty[0]}: needs the lab's faults, which the HAProxy data plane "
+                    "does not have; run it with --data-plane python"
+                )
+        self.scenarios = [
+            name
+            for name in SCENARIOS
+            if (name in only if only else not (data_plane == "haproxy" and name in NEEDS_FAULTS))
+        ]
 
 
 def demo_lab_config() -> dict[str, Any]:
@@ -103,6 +120,24 @@ def demo_lab_config() -> dict[str, Any]:
         }
     )
     config["training"]["jobs"].append(building_job)
+    return config
+
+
+def haproxy_lab_config() -> dict[str, Any]:
+    """The demo's lab for the HAProxy data plane: every web and sessions pool (slots and
+    queue) 10x the shipped one for 10x the traffic, so utilizations are the Python demo's.
+    HAProxy holds a burst in each server's own queue, so the deeper queues the Python lab
+    needs against its event loop's stalls are not added; it carries no training jobs."""
+    config = demo_lab_config()
+    shipped: dict[str, Any] = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
+    scale = TRAFFIC_RPS["haproxy"] / TRAFFIC_RPS["python"]
+    for region, original in zip(config["regions"], shipped["regions"], strict=True):
+        for service in ("web", "sessions"):
+            pool = original["services"][service]
+            region["services"][service].update(
+                {k: round(pool[k] * scale) for k in ("slots", "queue_limit")}
+            )
+    config["training"]["jobs"] = []
     return config
 
 
@@ -151,6 +186,13 @@ def summary_table(rows: list[ScenarioSummary]) -> Table:
     return table
 
 
+async def _answers(stack: DemoStack, lab: httpx.AsyncClient) -> AnswerCounter:
+    if stack.data_plane == "python":
+        return lab_truth_answers(lab)
+    served = (await lab.get("/healthz")).json()
+    return haproxy_answers(lab, served["haproxy_metrics"], list(served["pops"]))
+
+
 async def _scenarios(
     stack: DemoStack, progress: _Progress, names: list[str], reports_dir: Path
 ) -> list[ScenarioSummary]:
@@ -159,7 +201,12 @@ async def _scenarios(
         HttpFleet(stack.lab_url, timeout=10.0) as fleet,
         httpx.AsyncClient(base_url=stack.lab_url, timeout=10.0) as lab,
     ):
-        ctx = DemoContext(client, fleet, lab, stack.task_queue, progress.say)
+        answers = await _answers(stack, lab)
+        ctx = DemoContext(client, fleet, lab, stack.task_queue, progress.say, answers)
+        if stack.data_plane == "haproxy":
+            # HAProxy steers user traffic, sessions and web; caches, kv primaries and
+            # batch jobs are other systems' (the HAProxy lab refuses those writes)
+            ctx.drain_runbooks = ("edge-drain", "edge-restore")
         rows: list[ScenarioSummary] = []
         for name in names:
             stack.check_alive()
@@ -202,8 +249,9 @@ def run_demo(options: DemoOptions) -> int:
     options.ports.check_free()
     options.workdir.mkdir(parents=True, exist_ok=True)
     config = options.workdir / "lab.yaml"
-    config.write_text(yaml.safe_dump(demo_lab_config()))
-    stack = DemoStack(options.workdir, options.ports)
+    haproxy = options.data_plane == "haproxy"
+    config.write_text(yaml.safe_dump(haproxy_lab_config() if haproxy else demo_lab_config()))
+    stack = DemoStack(options.workdir, options.ports, data_plane=options.data_plane)
     rows: list[ScenarioSummary] = []
     try:
         with _Progress(console) as progress:
@@ -214,11 +262,15 @@ def run_demo(options: DemoOptions) -> int:
             stack.start_worker()
             # Traffic runs until the demo stops it; the duration is only a backstop.
             stack.start_traffic(options.rps, 1800)
+            plane = "HAProxy data plane" if haproxy else "Python data plane"
             progress.line(
                 f"stack up: Temporal {stack.temporal_address} (UI {stack.ui_url}), lab "
-                f"{stack.lab_url}, worker, Locust at {options.rps:g} rps; logs in "
+                f"{stack.lab_url} ({plane}), worker, Locust at {options.rps:g} rps; logs in "
                 f"{options.workdir / 'logs'}"
             )
+            skipped = [n for n in NEEDS_FAULTS if n not in options.scenarios]
+            if haproxy and skipped:
+                progress.line(f"not run on HAProxy (they need the lab's faults): {skipped}")
             progress.say("letting every region serve traffic for a health window")
             _wait_for_health(stack)
             rows = asyncio.run(

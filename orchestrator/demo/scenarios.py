@@ -1,8 +1,8 @@
 """The demo's four scenarios, each a real workflow on the running stack.
 
 Every scenario returns a :class:`ScenarioSummary`; the errors users saw come from
-the lab's own count of the edge answers it gave (``/lab/truth``), not from the
-orchestrator's view of itself.
+the data plane's own count of the edge answers it gave (:mod:`orchestrator.demo.answers`),
+not from the orchestrator's view of itself.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from orchestrator.contracts.load_test import LoadTestInput, LoadTestResult, load
 from orchestrator.contracts.rebalancer import REBALANCER_ID, RebalancerInput, RebalancerStatus
 from orchestrator.contracts.runbook import RunbookReport, RunbookRunInput, RunbookStatus
 from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorStatus
+from orchestrator.demo.answers import AnswerCounter
 from orchestrator.demo.stack import DemoError
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.policy.rebalance.inputs import Override
@@ -83,19 +84,14 @@ class ScenarioSummary(BaseModel):
 class DemoContext:
     client: Client
     fleet: HttpFleet
+    #: the lab's own API: its controls (faults) when it has them
     lab: httpx.AsyncClient
     task_queue: str
     say: Callable[[str], None]
-
-    async def answers(self) -> tuple[int, int]:
-        """(edge answers, of which 5xx) the lab has given so far."""
-        truth = (await self.lab.get("/lab/truth")).json()
-        served: dict[str, dict[str, int]] = truth.get("edge_requests", {})
-        total = sum(n for by_status in served.values() for n in by_status.values())
-        errors = sum(
-            n for by_status in served.values() for s, n in by_status.items() if s[0] == "5"
-        )
-        return total, errors
+    #: (edge answers, of which 5xx) the data plane has given so far
+    answers: AnswerCounter
+    #: the drain and restore runbooks (runbooks/<name>.yaml) the data plane can carry out
+    drain_runbooks: tuple[str, str] = ("region-drain", "region-restore")
 
     async def spread(self) -> float:
         health = await self.fleet.health(WINDOW_S)
@@ -308,10 +304,12 @@ async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:
     stamp = int(time.time())
     drain_id, restore_id = f"drain-{REGION}-demo-{stamp}", f"undrain-{REGION}-demo-{stamp}"
 
+    drain_book, restore_book = ctx.drain_runbooks
+
     async def body() -> ScenarioSummary:
-        drain = await _runbook(ctx, "region-drain", drain_id)
+        drain = await _runbook(ctx, drain_book, drain_id)
         share = max(s.get(REGION, 0.0) for s in (await ctx.fleet.routing()).fractions.values())
-        restore = await _runbook(ctx, "region-restore", restore_id)
+        restore = await _runbook(ctx, restore_book, restore_id)
         ok = drain.outcome == "completed" and restore.outcome == "completed" and share == 0.0
         detail = "" if drain.outcome == "completed" else "; ".join(drain.events[-2:])
         took = (drain.finished_at - drain.started_at).total_seconds()
@@ -320,7 +318,7 @@ async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:
             update={
                 "ok": ok,
                 "detail": detail,
-                "what": f"drain {drain.outcome} in {took:.0f}s (share left {share:.0%}; "
+                "what": f"{drain_book} {drain.outcome} in {took:.0f}s (share left {share:.0%}; "
                 f"critical path {drain.critical_path_s:.0f}s), restore {restore.outcome}",
             }
         )

@@ -14,13 +14,18 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.devserver import DevServer, port_is_free
 from orchestrator.exceptions import OrchestratorError
 from orchestrator.processes import group_alive, spawn, stop_group
 from orchestrator.waiting import http_ok, wait_until
 
-__all__ = ["DemoError", "DemoPorts", "DemoStack"]
+__all__ = ["DataPlane", "DemoError", "DemoPorts", "DemoStack"]
+
+#: python: the lab process serves every PoP (faults on); haproxy: a real HAProxy in front
+#: of a process per region (``lab serve --data-plane haproxy``), no faults
+DataPlane = Literal["python", "haproxy"]
 
 _CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
 
@@ -59,6 +64,7 @@ class DemoStack:
     workdir: Path
     ports: DemoPorts = field(default_factory=DemoPorts)
     task_queue: str = "orchestrator"
+    data_plane: DataPlane = "python"
     children: list[_Child] = field(default_factory=list)
     server: DevServer | None = None
 
@@ -99,9 +105,10 @@ class DemoStack:
         self.server.start(timeout_s=60.0)
 
     def start_lab(self, config: Path) -> None:
+        plane = ["--faults"] if self.data_plane == "python" else ["--data-plane", "haproxy"]
         self._spawn(
             "lab",
-            ["lab", "serve", "--faults", "--port", str(self.ports.lab), "--config", str(config)],
+            ["lab", "serve", *plane, "--port", str(self.ports.lab), "--config", str(config)],
         )
         self._wait_http(f"{self.lab_url}/healthz", "the lab")
 
@@ -120,6 +127,8 @@ class DemoStack:
                 f"{rps:g}",
                 "--duration",
                 f"{duration_s:g}",
+                # one Locust process tops out at a few hundred rps of CPU
+                *(["--processes", "2"] if self.data_plane == "haproxy" else []),
             ],
         )
 

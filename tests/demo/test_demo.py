@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.contracts.load_test import LoadTestResult, load_test_owner
-from orchestrator.demo.run import demo_lab_config
+from orchestrator.demo.run import DemoOptions, demo_lab_config, haproxy_lab_config
 from orchestrator.demo.scenarios import ScenarioSummary, restore_verdict
 from orchestrator.demo.stack import DemoError, DemoPorts, DemoStack
-from orchestrator.lab.config import LabConfig
+from orchestrator.lab.config import DEFAULT_CONFIG_PATH, LabConfig
 from orchestrator.policy.rebalance.inputs import Override
 from orchestrator.processes import group_alive
 from tests.fixtures.ports import free_port
@@ -28,6 +31,14 @@ def taken_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield int(sock.getsockname()[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _ports(**taken: int) -> DemoPorts:
@@ -89,6 +100,52 @@ class TestLabConfig:
             assert web.queue_limit >= 4 * web.slots, region.name
 
 
+class TestHAProxyDataPlane:
+    """``--data-plane haproxy`` runs the traffic scenarios at 10x the traffic and pools, and
+    refuses, in one line, the scenarios that need faults the HAProxy lab does not have."""
+
+    def _options(self, tmp_path: Path, only: list[str] | None = None) -> DemoOptions:
+        return DemoOptions(tmp_path, _ports(), False, Console(), None, only, "haproxy")
+
+    def test_runs_the_traffic_scenarios_at_ten_times_the_rate(self, tmp_path: Path) -> None:
+        options = self._options(tmp_path)
+        assert options.scenarios == ["rebalance", "loadtest", "drain"]
+        assert options.rps == 1200.0
+        python = DemoOptions(tmp_path, _ports(), False, Console())
+        assert python.rps == 120.0 and "training" in python.scenarios
+
+    def test_refuses_a_scenario_that_needs_faults(self, tmp_path: Path) -> None:
+        with pytest.raises(DemoError, match="--only building: needs the lab's faults"):
+            self._options(tmp_path, ["drain", "building"])
+
+    def test_cli_refuses_in_one_line(self, tmp_path: Path) -> None:
+        result = CliRunner().invoke(
+            app, ["demo", "--out", str(tmp_path), "--data-plane", "haproxy", "--only", "training"]
+        )
+        assert result.exit_code == 1
+        assert result.output.strip().count("\n") == 0, result.output
+        assert "--data-plane python" in result.output
+        assert not (tmp_path / "logs").exists()
+
+    def test_cli_names_an_unknown_data_plane(self, tmp_path: Path) -> None:
+        result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--data-plane", "nginx"])
+        assert result.exit_code == 1
+        assert "--data-plane must be python or haproxy, not 'nginx'" in result.output
+
+    def test_lab_has_ten_times_the_shipped_pools_and_no_jobs(self) -> None:
+        config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(haproxy_lab_config())))
+        shipped = LabConfig.model_validate(yaml.safe_load(DEFAULT_CONFIG_PATH.read_text()))
+        assert config.initial_routing == "nearest"
+        assert config.training.jobs == []
+        for region, original in zip(config.regions, shipped.regions, strict=True):
+            for service in ("web", "sessions"):
+                pool, before = region.services[service], original.services[service]
+                assert (pool.slots, pool.queue_limit) == (
+                    10 * before.slots,
+                    10 * before.queue_limit,
+                ), (region.name, service)
+
+
 @pytest.mark.server  # starts the demo's children as processes
 class TestShutdown:
     """Stopping the stack ends every process it started, children of children included."""
@@ -106,6 +163,23 @@ class TestShutdown:
         assert left == []
         assert [c.name for c in stack.children] == ["lab", "traffic"]
         assert not any(group_alive(c.process.pid) for c in stack.children)
+
+    def test_nothing_left_of_the_haproxy_lab(self, tmp_path: Path) -> None:
+        stack = DemoStack(tmp_path, _ports(), data_plane="haproxy")
+        config = tmp_path / "lab.yaml"
+        config.write_text(yaml.safe_dump(haproxy_lab_config()))
+        try:
+            stack.start_lab(config)
+            served = httpx.get(f"{stack.lab_url}/healthz", timeout=10).json()
+            assert served["data_plane"] == "haproxy"
+            started = list(served["pids"].values())  # HAProxy's and each region backend's
+            stack.start_traffic(20, 600)
+            stack.check_alive()
+        finally:
+            left = stack.stop()
+        assert left == []
+        # HAProxy and the region backends are the lab's children: stopped with it
+        assert not any(_running(pid) for pid in started)
 
     def test_dead_child_is_named(self, tmp_path: Path) -> None:
         stack = DemoStack(tmp_path, _ports())
