@@ -10,6 +10,7 @@ calls it too, so a drain started by a trigger is checked the same way.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -69,11 +70,17 @@ async def drain_forecast(
 ) -> tuple[DrainForecast, dict[str, str]]:
     """The forecast of draining ``inp.region`` with the running drains; with ``check``
     a :class:`~orchestrator.policy.drain.capacity.DrainRefused` when it is unsafe."""
-    running = await running_drains(client, exclude_id=inp.workflow_id, task_queue=inp.task_queue)
+    # Read at once: the check is on every drain's path before its first step. The routing
+    # table lets the check estimate a drained region whose health is missing.
+    running, topology, health, routing = await asyncio.gather(
+        running_drains(client, exclude_id=inp.workflow_id, task_queue=inp.task_queue),
+        fleet.topology(),
+        fleet.health(),
+        fleet.routing(),
+    )
     if running.get(inp.region, "").startswith(HOLD):
         # The region's own hold (a finished earlier drain of it) is not a second drain.
         del running[inp.region]
-    topology = await fleet.topology()
     moving: dict[str, float] = {}
     if inp.building:
         try:
@@ -85,9 +92,6 @@ async def drain_forecast(
                 f"building: {inp.building} is in {building.region}, not {inp.region}"
             )
         moving[inp.region] = topology.building_share(inp.building)
-    health = await fleet.health()
-    # The routing table lets the check estimate a drained region whose health is missing.
-    routing = await fleet.routing()
     others = sorted(running)
     check_or_forecast = check_drain_capacity if check else forecast_drain
     forecast = check_or_forecast(
