@@ -36,25 +36,33 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
 
     python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~2.2 min/trial)
 
-Results (results/drain_haproxy.json, 3 trials, 20:31-20:38 UTC 2026-12-06, the 2-core
-machine otherwise idle: load average 2.1-3.1, most of it this benchmark's own processes).
-6 of 8 claims hold. Before the drain: 1,203-1,212 rps served of 1,200 offered, 0 5xx at
-53-56% web utilization (HAProxy's slot occupancy 56-59%). The three paced drains (k_min 4)
-completed with 0 drain-caused 5xx and no gate holding, receivers' p99 326-414 ms (SLO 800),
-utilization 0.72-0.76; restores completed. Not met: the paced drain took 1.27-1.29x the
-shortest safe schedule (30.4-31.0 s against 24 s; gate to decision 0.26-0.72 s a step),
-and the naive drain was worse in one trial of three (122 5xx, 1.0%, receivers' p99 730 ms;
-0 5xx at 0.88 and 0.86 utilization in the others).
-CPU per 1,000 rps served, pre-drain: HAProxy 0.19-0.20 cores (0.23-0.26 during the drain,
+Results (results/drain_haproxy.json, 3 trials, 23:50-23:57 UTC 2026-12-06, the 2-core
+machine otherwise idle: load average 2.6-4.2, most of it this benchmark's own processes).
+7 of 8 claims hold. Before the drain: 1,202-1,213 rps served of 1,200 offered, 0 5xx at
+54-56% web utilization (HAProxy's slot occupancy 57-60%). The three paced drains (k_min 5,
+4, 4) took 1.19-1.24x the shortest safe schedule (35.7 s against 30, 28.7 and 29.6 against
+24; gate to decision 0.43-0.72 s a step) and completed with 0 drain-caused 5xx and no gate
+holding, receivers' p99 310-436 ms (SLO 800), utilization 0.70-0.74; restores completed.
+Not met: the naive drain was worse in none: 0 5xx in every trial; its receivers' p99 was
+565-647 ms (higher than the paced drain's in each trial, under the SLO) at utilization
+0.87-0.93, above the drain's 75% target. The naive drain goes through the same rebalancer,
+whose urgent epoch lifts the ramp only as far as the hold needs.
+CPU per 1,000 rps served, pre-drain: HAProxy 0.20-0.23 cores (0.23-0.24 during the drain,
 with the 10 Hz map poll).
-What changed since the run before (5 of 8 met: 330, 24 and 48 drain-caused 5xx, paced
-1.46-1.80x): in one more trial (278 5xx, 1.97x), sampled every 50 ms, the 5xx were not a stalled backend (eu-central's ran 18% of a core and
-waited on the run queue as long as it ran) but a surge: at step 3 of 4 the override's
-urgent epoch, with no ramp, rebalanced the whole fleet to one window's noise, taking ~100
-rps off us-east and putting ~90 rps on eu-central where the schedule planned ~20, cold;
-its server sat at ``maxconn`` for 4 s with 370-400 rps arriving and ~320 served, the
-queue at 160, and the gates held the drain twice. An urgent epoch now lifts the ramp only
-as far as the new hold needs (``policy/rebalance/urgent.py``).
+What changed since the run before (1.27-1.29x): a drain step waits for its override to be
+in force, and one trial's Temporal history showed where the 6.1 s beyond 4 x 6 s went:
+0.85 s of reads before the first step (the capacity check's four reads one after another),
+0.6-1.35 s per override (the rebalancer's epoch reading topology, routing and health one
+after another, then the owner's first ticket poll 0.5 s x +-50% after the signal), and
+0.2-0.5 s per gate read. The reads now go at once (``clients/drains.py``,
+``activities/rebalance.py``) and a ticket is polled from 0.1 s (``clients/overrides.py``);
+with the polling alone, 3 trials took 1.24-1.27x.
+Before that (5 of 8 met: 330, 24 and 48 drain-caused 5xx, paced 1.46-1.80x): in one more
+trial (278 5xx, 1.97x), sampled every 50 ms, the 5xx were not a stalled backend but a
+surge: at step 3 of 4 the override's urgent epoch, with no ramp, rebalanced the whole fleet
+to one window's noise, ~90 rps onto eu-central where the schedule planned ~20, cold. An
+urgent epoch now lifts the ramp only as far as the new hold needs
+(``policy/rebalance/urgent.py``).
 Earlier: ``maxconn`` counts the dependency calls (web 40 slots -> 46 connections),
 backends on uvloop/httptools without FastAPI's parameter parsing (0.97 -> 0.5 ms CPU per
 request), warmth that follows the live map, and Poisson arrivals from Locust
