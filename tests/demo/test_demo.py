@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from orchestrator.lab.config import DEFAULT_CONFIG_PATH, LabConfig
 from orchestrator.policy.rebalance.inputs import Override
 from orchestrator.processes import group_alive
 from tests.fixtures.ports import free_port
+from tests.fixtures.processes import alive
 from tests.reports import samples
 
 
@@ -31,14 +31,6 @@ def taken_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield int(sock.getsockname()[1])
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _ports(**taken: int) -> DemoPorts:
@@ -179,7 +171,7 @@ class TestShutdown:
             left = stack.stop()
         assert left == []
         # HAProxy and the region backends are the lab's children: stopped with it
-        assert not any(_running(pid) for pid in started)
+        assert not any(alive(pid) for pid in started)
 
     def test_dead_child_is_named(self, tmp_path: Path) -> None:
         stack = DemoStack(tmp_path, _ports())
