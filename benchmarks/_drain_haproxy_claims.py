@@ -138,5 +138,11 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
                 baseline=paced_rate,
                 baseline_name=f"paced drain, same lab (worst of {n} trials)",
             ),
+            claim(
+                "trials in which the naive drain was worse (more 5xx, or p99 at the SLO)",
+                sum(t["verdicts"]["naive_worse"] for t in result["trials"]),
+                "trials",
+                Target.equal(float(n), f"all {n}"),
+            ),
         ]
     )

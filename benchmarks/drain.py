@@ -236,7 +236,9 @@ def window_summary(health: HealthReport, region: str) -> dict[str, Any]:
     }
 
 
-def shortest_safe_schedule(topology: Any, health: HealthReport, region: str) -> dict[str, Any]:
+def shortest_safe_schedule(
+    topology: Any, health: HealthReport, region: str, cold_factor: float = COLD_FACTOR
+) -> dict[str, Any]:
     """k_min and k_min x warm_after_s (see the module docstring)."""
     cap = {r.name: r.capacity_rps.get("web", 0.0) for r in topology.regions}
     load = {e.region: e.rps or 0.0 for e in health.services if e.service == "web"}
@@ -250,7 +252,7 @@ def shortest_safe_schedule(topology: Any, health: HealthReport, region: str) -> 
         room = TARGET * cap[r] - load.get(r, 0.0) - moved
         if room <= 0:
             raise RuntimeError(f"{r} cannot take {moved:.0f} rps under {TARGET}: no safe drain")
-        k = max(1, math.ceil((COLD_FACTOR - 1) * moved / room))
+        k = max(1, math.ceil((cold_factor - 1) * moved / room))
         per[r] = {
             "capacity_rps": cap[r],
             "base_rps": round(load.get(r, 0.0), 2),
@@ -261,7 +263,7 @@ def shortest_safe_schedule(topology: Any, health: HealthReport, region: str) -> 
     return {
         "rule": "k_min = max_r ceil((cold_factor-1) L_r / (target C_r - B_r - L_r)); "
         "shortest = k_min x warm_after_s",
-        "cold_factor": COLD_FACTOR,
+        "cold_factor": cold_factor,
         "warm_after_s": WARM_AFTER_S,
         "target_utilization": TARGET,
         "drained_load_rps": round(drained, 2),
