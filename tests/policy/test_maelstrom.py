@@ -293,8 +293,8 @@ def two_pops(
 
 class TestMissingHealth:
     """Missing health for the region being drained is estimated from the edge (PoP demand x
-    its routing share), since what matters is how much load moves; missing health for a
-    region that would receive load still refuses, as nothing shows it can take more."""
+    its routing share), since what matters is how much load moves; a region that would
+    receive load and reports nothing still refuses, as nothing shows it can take more."""
 
     def test_drained_region_estimated_from_edge_demand(self) -> None:
         topology, health, routing = two_pops({"a": None, "b": 100, "c": 300}, {"p": 600, "q": 100})
@@ -372,6 +372,68 @@ class TestMissingHealth:
         a = {s.service: s.load_before_rps for s in forecast.regions[0].services}
         # 150 rps arrive at a; each request costs 2.5 cache requests where observed
         assert a == pytest.approx({"web": 150.0, "cache": 375.0})
+
+
+def sessions_pinned_away(c_reports: bool) -> tuple[Topology, HealthReport, RoutingTable]:
+    """a, b, c (web and sticky sessions, 1000 rps each): c's sessions served nothing in
+    the window (its users' sessions pinned elsewhere), its web did if ``c_reports``."""
+    names = ("a", "b", "c")
+    topology = Topology(
+        regions=[Region(name=n, capacity_rps={"web": 1000.0, "sessions": 1000.0}) for n in names],
+        pops=[Pop(name="p", demand_weight=1.0, rtt_ms=dict.fromkeys(names, 1.0))],
+        services=[
+            Service(name="web", kind=ServiceKind.STATELESS),
+            Service(name="sessions", kind=ServiceKind.STICKY),
+        ],
+    )
+    c = 240.0 if c_reports else None
+    health = HealthReport(
+        window_s=5,
+        observed_at=NOW,
+        regions=[
+            RegionHealth(region="a", rps=400, samples=100),
+            RegionHealth(region="b", rps=100, samples=100),
+            RegionHealth(region="c", rps=c, samples=100 if c_reports else 0),
+        ],
+        services=[
+            ServiceHealth(region="a", service="web", rps=300, samples=100),
+            ServiceHealth(region="a", service="sessions", rps=100, samples=100),
+            ServiceHealth(region="b", service="web", rps=80, samples=100),
+            ServiceHealth(region="b", service="sessions", rps=20, samples=100),
+            ServiceHealth(region="c", service="web", rps=c, samples=100 if c_reports else 0),
+            ServiceHealth(region="c", service="sessions", samples=0),
+        ],
+        pops=[PopHealth(pop="p", rps=700, samples=100)],
+    )
+    routing = RoutingTable(version=1, fractions={"p": {"a": 4 / 7, "b": 1 / 7, "c": 2 / 7}})
+    return topology, health, routing
+
+
+class TestSilentServiceInAReportingReceiver:
+    """A receiver whose region reports but one of whose services served nothing in the
+    window (sticky sessions pinned elsewhere, as right after a load test) is estimated from
+    the edge like a drained region; a receiver that reports nothing still refuses."""
+
+    def test_silent_sticky_service_is_estimated(self) -> None:
+        topology, health, routing = sessions_pinned_away(c_reports=True)
+        forecast = check_drain_capacity(topology, health, ["a"], routing=routing)
+        # c's edge share: 700 x 2/7 = 200 rps; sessions per request in the regions where
+        # sessions were observed: (100 + 20) / (400 + 100)
+        expected = 200.0 * 120.0 / 500.0
+        c = next(r for r in forecast.regions if r.region == "c")
+        sessions = next(s for s in c.services if s.service == "sessions")
+        assert sessions.load_before_rps == pytest.approx(expected)
+        assert sessions.estimated
+        assert forecast.safe
+        assert forecast.notes == [
+            f"no health data for sessions in c: {expected:.0f} rps estimated from edge "
+            "demand x routing share"
+        ]
+
+    def test_receiver_reporting_nothing_still_refuses(self) -> None:
+        topology, health, routing = sessions_pinned_away(c_reports=False)
+        with pytest.raises(DrainRefused, match="no health data for web in c"):
+            check_drain_capacity(topology, health, ["a"], routing=routing)
 
 
 class TestDrainedPool:

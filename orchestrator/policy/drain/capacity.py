@@ -20,6 +20,11 @@ Missing health is treated by what the region does in the drain:
 
 - a receiving region without data refuses the drain: nothing shows it can take
   more (a region just restored that the edge sends nothing yet is such a case);
+- but a receiving region that reports (its region aggregate has samples) with one
+  service silent served that service nothing in the window, which happens to a
+  sticky service whose sessions are all pinned elsewhere (right after a load test
+  moved its users away): that service is estimated from the edge as below, what the
+  region's routing share will bring it once the sessions re-home;
 - a region whose load moves away (the one being drained, or one a running drain
   takes out) without data is estimated from the edge, when the routing table is
   given: the PoPs' observed demand times the region's routing share, split over
@@ -263,7 +268,13 @@ def forecast_drain(
         for region, role in roles.items():
             value = _load(topology, health, region, service, only)
             weight = _weight(topology, region, service)
-            if value is None and role in ("draining", "running-drain") and routing is not None:
+            # A receiver is estimated only while its region reports: a service there with no
+            # samples then served no request in the window (a sticky service whose sessions
+            # are all pinned elsewhere, e.g. right after a load test), not a region gone dark.
+            moves_or_reports = role in ("draining", "running-drain") or (
+                role == "receiving" and not health.region(region).missing
+            )
+            if value is None and moves_or_reports and routing is not None:
                 arrivals = _edge_arrivals(topology, health, routing, region)
                 mix = _request_mix(topology, health, service, only)
                 if arrivals is not None and mix is not None:
