@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -15,7 +16,7 @@ from orchestrator import registry
 from orchestrator.temporal import SEARCH_ATTRIBUTES, binary_path, data_converter
 from orchestrator.worker import HEARTBEAT_THROTTLE, sandbox_runner
 
-__all__ = ["new_worker", "start_dev_server"]
+__all__ = ["new_worker", "start_dev_server", "terminate_if_running"]
 
 
 def new_worker(
@@ -43,3 +44,16 @@ async def start_dev_server() -> WorkflowEnvironment:
         search_attributes=SEARCH_ATTRIBUTES,
         dev_server_log_level="error",
     )
+
+
+async def terminate_if_running(handle: WorkflowHandle[Any, Any], reason: str) -> None:
+    """Terminate a run the caller is done with, unless it has already closed.
+
+    Asking first and then terminating races a run that ends by itself in between (a drain
+    refused by its capacity check fails on its own): the server then answers NOT_FOUND,
+    "workflow execution already completed". That answer is the outcome wanted here."""
+    try:
+        await handle.terminate(reason)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise

@@ -35,6 +35,7 @@ from orchestrator.policy.snapshot import FleetSnapshot
 from orchestrator.triggers.starter import TemporalRunStarter
 from testkit.fuzz.campaign import JUNK, TARGETED, input_model, sample, trigger_requests
 from testkit.fuzz.probes_http import auth_headers, body_bytes
+from testkit.temporal import terminate_if_running
 from testkit.triggers import asgi_client, make_app
 from tests.triggers.conftest import TemporalStack, finish
 from tests.triggers.payloads import runbook
@@ -53,8 +54,7 @@ async def _failure(client: Client, workflow: str, arg: Any, queue: str) -> Appli
         with pytest.raises(WorkflowFailureError) as caught:
             await asyncio.wait_for(handle.result(), timeout=60)
     finally:
-        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-            await handle.terminate("fuzz test cleanup")
+        await terminate_if_running(handle, "fuzz test cleanup")
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError), repr(cause)
     return cause
@@ -119,7 +119,7 @@ class TestWebhooksOverTemporal:
                 break
             await asyncio.sleep(0.1)
         for run in runs:
-            await dev_env.client.get_workflow_handle(run.id).terminate("fuzz test cleanup")
+            await terminate_if_running(dev_env.client.get_workflow_handle(run.id), "fuzz cleanup")
         assert len(runs) == reported + 1
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
@@ -25,6 +25,7 @@ from orchestrator.lab.config import DemandConfig
 from orchestrator.lab.server import LabThread, build_app
 from orchestrator.triggers.starter import TemporalRunStarter
 from testkit.lab import ROOMY_RPS, lab_config
+from testkit.temporal import terminate_if_running
 from testkit.trigger_payloads import APPROVER
 from testkit.triggers import AUTH, AppClient, MemoryStarter, asgi_client, make_app
 from tests.fixtures.temporal import new_worker
@@ -92,9 +93,7 @@ async def finish(client: Client, workflow_id: str) -> None:
 async def end(client: Client, workflow_id: str) -> None:
     """Terminate a run the test has no more use for (if still running), and wait as
     :func:`finish` does until visibility no longer lists it running."""
-    handle = client.get_workflow_handle(workflow_id)
-    if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-        await handle.terminate("test over")
+    await terminate_if_running(client.get_workflow_handle(workflow_id), "test over")
     await closed_in_visibility(client, workflow_id)
 
 
