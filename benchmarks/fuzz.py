@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError  # noqa: E402
+from temporalio.client import WorkflowFailureError  # noqa: E402
 from temporalio.exceptions import ApplicationError  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
@@ -63,7 +63,7 @@ from testkit.fuzz.probes_http import (  # noqa: E402
     body_bytes,
 )
 from testkit.lab import lab_config  # noqa: E402
-from testkit.temporal import new_worker, start_dev_server  # noqa: E402
+from testkit.temporal import new_worker, start_dev_server, terminate_if_running  # noqa: E402
 from testkit.trigger_payloads import runbook  # noqa: E402
 from testkit.triggers import asgi_client, make_app  # noqa: E402
 
@@ -142,8 +142,7 @@ async def _workflow_inputs(env: WorkflowEnvironment, queue: str) -> dict[str, An
             except TimeoutError:
                 kind, detail = "crashes", "hung: still running after 30 s"
             slowest = max(slowest, time.monotonic() - started)
-            if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-                await handle.terminate("fuzz benchmark")
+            await terminate_if_running(handle, "fuzz benchmark")
             counts[kind] += 1
             if detail and len(failures) < 5:
                 failures.append(f"{workflow} {arg!r}: {detail}")
