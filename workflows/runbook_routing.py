@@ -5,7 +5,9 @@
 (a building's shift, the building's share of its region too); the undo lifts the hold and
 puts back that very table. A restore run goes back to what its drain found, not to what
 it finds: by then the drain has changed it. ``service_weight`` records the weight it
-found; ``config_change`` records no undo.
+found; ``config_change`` records no undo. A weight task whose first write the fleet
+refused (a 4xx: it applied nothing) keeps no undo, as a nested runbook refused at start
+does (workflows/runbook_children.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.activities.fleet_reads import FleetReadActivities
@@ -32,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TrafficRelease,
         TrafficReleaseArgs,
     )
+    from orchestrator.exceptions import FleetNotFound, FleetRejected, InvalidRequest
     from orchestrator.models import ConfigChange, ServiceWeightChange
     from orchestrator.runbook.spec import Task
     from workflows.runbook_steps import (
@@ -45,6 +49,18 @@ with workflow.unsafe.imports_passed_through():
     )
 
 __all__ = ["RoutingSteps"]
+
+#: runs from before this kept the undo of a weight task whose first write the fleet refused,
+#: so their rollback wrote the same refused request again and ended rollback_failed with
+#: everything put back; only a refused first write asks, so other histories replay unchanged
+REFUSED_WEIGHT_PATCH = "refused-weight-write-leaves-no-undo"
+#: the fleet's answers that refuse the request itself: a 4xx applies nothing (fleet contract)
+REFUSALS = frozenset(e.type_name() for e in (FleetRejected, FleetNotFound, InvalidRequest))
+
+
+def refused(exc: ActivityError) -> bool:
+    cause = exc.cause
+    return isinstance(cause, ApplicationError) and cause.type in REFUSALS
 
 
 class RoutingSteps:
@@ -166,7 +182,14 @@ class RoutingSteps:
         ):
             target = recorded.args.weight
         weight = before + point * (target - before)
-        await self.set_weight(args.region, args.service, weight, self.ctx.key(task.id, step))
+        try:
+            await self.set_weight(args.region, args.service, weight, self.ctx.key(task.id, step))
+        except ActivityError as exc:
+            # Nothing applied yet and this write refused: the undo would write the same
+            # refused request and turn a clean rollback into rollback_failed.
+            if state.step == 0 and refused(exc) and workflow.patched(REFUSED_WEIGHT_PATCH):
+                state.undo = None
+            raise
 
     async def set_weight(self, region: str, service: str, weight: float, key: str) -> None:
         await workflow.execute_activity_method(
