@@ -203,10 +203,6 @@ async def _scenarios(
     ):
         answers = await _answers(stack, lab)
         ctx = DemoContext(client, fleet, lab, stack.task_queue, progress.say, answers)
-        if stack.data_plane == "haproxy":
-            # HAProxy steers user traffic, sessions and web; caches, kv primaries and
-            # batch jobs are other systems' (the HAProxy lab refuses those writes)
-            ctx.drain_runbooks = ("edge-drain", "edge-restore")
         rows: list[ScenarioSummary] = []
         for name in names:
             stack.check_alive()

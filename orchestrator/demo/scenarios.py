@@ -90,8 +90,6 @@ class DemoContext:
     say: Callable[[str], None]
     #: (edge answers, of which 5xx) the data plane has given so far
     answers: AnswerCounter
-    #: the drain and restore runbooks (runbooks/<name>.yaml) the data plane can carry out
-    drain_runbooks: tuple[str, str] = ("region-drain", "region-restore")
 
     async def spread(self) -> float:
         health = await self.fleet.health(WINDOW_S)
@@ -304,12 +302,10 @@ async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:
     stamp = int(time.time())
     drain_id, restore_id = f"drain-{REGION}-demo-{stamp}", f"undrain-{REGION}-demo-{stamp}"
 
-    drain_book, restore_book = ctx.drain_runbooks
-
     async def body() -> ScenarioSummary:
-        drain = await _runbook(ctx, drain_book, drain_id)
+        drain = await _runbook(ctx, "region-drain", drain_id)
         share = max(s.get(REGION, 0.0) for s in (await ctx.fleet.routing()).fractions.values())
-        restore = await _runbook(ctx, restore_book, restore_id)
+        restore = await _runbook(ctx, "region-restore", restore_id)
         ok = drain.outcome == "completed" and restore.outcome == "completed" and share == 0.0
         detail = "" if drain.outcome == "completed" else "; ".join(drain.events[-2:])
         took = (drain.finished_at - drain.started_at).total_seconds()
@@ -318,7 +314,7 @@ async def drain_and_restore(ctx: DemoContext) -> ScenarioSummary:
             update={
                 "ok": ok,
                 "detail": detail,
-                "what": f"{drain_book} {drain.outcome} in {took:.0f}s (share left {share:.0%}; "
+                "what": f"region-drain {drain.outcome} in {took:.0f}s (share left {share:.0%}; "
                 f"critical path {drain.critical_path_s:.0f}s), restore {restore.outcome}",
             }
         )

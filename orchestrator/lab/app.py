@@ -25,7 +25,6 @@ from orchestrator.lab.faults import LabFaults
 from orchestrator.lab.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from orchestrator.lab.prometheus import render_metrics
 from orchestrator.lab.runtime import LabRuntime, Mode
-from orchestrator.lab.state import Mutated
 from orchestrator.lab.training.routes import mount_training
 from orchestrator.models import (
     AuditEntry,
@@ -55,13 +54,6 @@ def _require_key(key: str | None) -> str:
     if len(key) > 200:
         raise invalid("Idempotency-Key", "at most 200 characters")
     return key
-
-
-def _mutation_response(result: Mutated) -> JSONResponse:
-    headers = dict(result.headers)
-    if result.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return JSONResponse(result.body, headers=headers)
 
 
 def _validation_error(exc: RequestValidationError) -> ApiError:
@@ -162,7 +154,7 @@ def create_app(
             key=key,
             include_buckets=runtime.include_buckets(buckets),
         )
-        return _mutation_response(result)
+        return result.response()
 
     @v1.get("/health", response_model=HealthReport)
     async def health(
@@ -175,26 +167,26 @@ def create_app(
         change: ServiceWeightChange, idempotency_key: IdempotencyKey = None
     ) -> JSONResponse:
         key = _require_key(idempotency_key)
-        return _mutation_response(state.set_service_weight(change, key=key))
+        return state.set_service_weight(change, key=key).response()
 
     @v1.post("/actions/shard-move", response_model=MutationResult)
     async def shard_move(move: ShardMove, idempotency_key: IdempotencyKey = None) -> JSONResponse:
         key = _require_key(idempotency_key)
-        return _mutation_response(state.move_shards(move, key=key))
+        return state.move_shards(move, key=key).response()
 
     @v1.post("/actions/batch-job", response_model=MutationResult)
     async def batch_job(
         action: BatchJobAction, idempotency_key: IdempotencyKey = None
     ) -> JSONResponse:
         key = _require_key(idempotency_key)
-        return _mutation_response(state.batch_job(action, key=key))
+        return state.batch_job(action, key=key).response()
 
     @v1.post("/actions/config", response_model=MutationResult)
     async def change_config(
         change: ConfigChange, idempotency_key: IdempotencyKey = None
     ) -> JSONResponse:
         key = _require_key(idempotency_key)
-        return _mutation_response(state.change_config(change, key=key))
+        return state.change_config(change, key=key).response()
 
     @v1.get("/audit", response_model=list[AuditEntry])
     async def audit(since_seq: Annotated[int, Query(ge=0)] = 0) -> list[AuditEntry]:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fastapi.responses import JSONResponse
+
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.errors import conflict, invalid, not_found
 from orchestrator.lab.faults import LabFaults
@@ -40,6 +42,13 @@ class Mutated:
         self.body = body
         self.headers = headers
         self.replayed = replayed
+
+    def response(self) -> JSONResponse:
+        """The answer as sent: a replay says so (``Idempotent-Replayed: true``)."""
+        headers = dict(self.headers)
+        if self.replayed:
+            headers["Idempotent-Replayed"] = "true"
+        return JSONResponse(self.body, headers=headers)
 
 
 class FleetState:

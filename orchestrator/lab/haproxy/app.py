@@ -1,11 +1,12 @@
 """The lab's fleet API when HAProxy carries the traffic: HAProxy's truth, nothing faked.
 
-Routing reads and writes, topology and service weights go through the HAProxy adapter
-(:class:`~orchestrator.fleet.haproxy.HAProxyFleet`) to the live map and servers. Health
-combines HAProxy's own counters (requests and refusals per region and PoP, sampled every
-second: :mod:`.stats`) with each region backend's view (latency percentiles, pool
-utilization). What this mode does not carry over yet (shard moves, batch jobs, config
-writes, training, the audit log, faults) is refused with ``FleetRejected`` naming it.
+Routing reads and writes, topology and the front services' weights go through the HAProxy
+adapter (:class:`~orchestrator.fleet.haproxy.HAProxyFleet`) to the live map and servers.
+Internal pools, kv primaries, batch jobs and config writes are the lab's own state beside
+the proxy (:mod:`.beside`). Health combines HAProxy's own counters (requests and refusals
+per region and PoP, sampled every second: :mod:`.stats`) with each region backend's view
+(latency percentiles, pool utilization). What this mode does not carry over yet (training,
+the audit log, faults) is refused with ``FleetRejected`` naming it.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from orchestrator.exceptions import (
     VersionConflict,
 )
 from orchestrator.lab.errors import ApiError, invalid, rejected
+from orchestrator.lab.haproxy.beside import Beside
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.lab.haproxy.stats import Counters, Counts
 from orchestrator.logging import get_logger
 from orchestrator.models import (
+    BatchJobAction,
+    ConfigChange,
     HealthReport,
     MutationResult,
     PopHealth,
@@ -45,6 +49,7 @@ from orchestrator.models import (
     RoutingWrite,
     ServiceHealth,
     ServiceWeightChange,
+    ShardMove,
     Topology,
 )
 
@@ -59,9 +64,6 @@ BACKEND_TIMEOUT_S = 1.0
 log = get_logger(__name__)
 
 NOT_CARRIED = {
-    "actions/shard-move": "shard moves",
-    "actions/batch-job": "batch jobs",
-    "actions/config": "config writes",
     "audit": "the audit log (HAProxy keeps none; writes compare live state instead)",
 }
 
@@ -93,6 +95,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     front = [s.name for s in config.front_services]
     pops = [p.name for p in config.pops]
     counters = Counters(config.metrics.retention_s, front, pops)
+    beside = Beside(config)
 
     async def sample() -> None:
         text = await plane.fleet().runtime.command("show stat")
@@ -106,6 +109,9 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # batch jobs the config starts running take their share from the first request
+        fleet = plane.fleet()
+        await fleet.runtime.writes(beside.maxconn_commands(fleet))
         task = asyncio.create_task(sampler())
         try:
             yield
@@ -145,7 +151,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
 
     @v1.get("/topology", response_model=Topology)
     async def topology() -> Topology:
-        return await plane.fleet().topology()
+        return beside.topology(await plane.fleet().topology())
 
     @v1.get("/routing", response_model=RoutingTable)
     async def routing(buckets: bool | None = None) -> JSONResponse:
@@ -173,8 +179,32 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     async def service_weight(
         change: ServiceWeightChange,
         idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-    ) -> MutationResult:
-        return await plane.fleet().set_service_weight(change, idempotency_key=_key(idempotency_key))
+    ) -> MutationResult | JSONResponse:
+        key = _key(idempotency_key)
+        if beside.keeps(change.service):
+            return beside.set_service_weight(change, key)
+        return await plane.fleet().set_service_weight(change, idempotency_key=key)
+
+    @v1.post("/actions/shard-move", response_model=MutationResult)
+    async def shard_move(
+        move: ShardMove,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    ) -> JSONResponse:
+        return beside.move_shards(move, _key(idempotency_key))
+
+    @v1.post("/actions/batch-job", response_model=MutationResult)
+    async def batch_job(
+        action: BatchJobAction,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    ) -> JSONResponse:
+        return await beside.batch_job(action, _key(idempotency_key), plane.fleet())
+
+    @v1.post("/actions/config", response_model=MutationResult)
+    async def change_config(
+        change: ConfigChange,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    ) -> JSONResponse:
+        return beside.change_config(change, _key(idempotency_key))
 
     @v1.get("/health", response_model=HealthReport)
     async def health(window_s: Annotated[float | None, Query(gt=0)] = None) -> HealthReport:

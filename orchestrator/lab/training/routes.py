@@ -23,7 +23,7 @@ from orchestrator.contracts.training import (
     TrainingCluster,
 )
 from orchestrator.lab.errors import invalid, rejected
-from orchestrator.lab.state import FleetState, Mutated
+from orchestrator.lab.state import FleetState
 from orchestrator.lab.training.cluster import LabTrainingCluster
 from orchestrator.lab.training.faults import FaultRecord
 from orchestrator.models import MutationResult, StrictModel
@@ -49,13 +49,6 @@ def _key(key: str | None) -> str:
     if not key or not key.strip():
         raise rejected(400, "every mutation needs an Idempotency-Key header", "Idempotency-Key")
     return key
-
-
-def _answer(result: Mutated) -> JSONResponse:
-    headers = dict(result.headers)
-    if result.replayed:
-        headers["Idempotent-Replayed"] = "true"
-    return JSONResponse(result.body, headers=headers)
 
 
 def _need(value: str | None, field: str) -> str:
@@ -92,7 +85,7 @@ def mount_training(
             ).model_dump(mode="json")
             return body, body, {}
 
-        return _answer(state.mutate(key, kind, request, apply))
+        return state.mutate(key, kind, request, apply).response()
 
     @v1.get("/training/cluster", response_model=TrainingCluster)
     async def training_cluster() -> TrainingCluster:

@@ -8,6 +8,7 @@ leaves no HAProxy or backend behind.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess as sp
 import sys
@@ -19,9 +20,15 @@ import httpx
 import pytest
 import yaml
 
-from orchestrator.exceptions import FleetRejected
 from orchestrator.fleet.http import HttpFleet
-from orchestrator.models import HealthReport, RoutingWrite, ServiceWeightChange, ShardMove
+from orchestrator.lab.haproxy.config import server_maxconn
+from orchestrator.models import (
+    BatchJobAction,
+    HealthReport,
+    RoutingWrite,
+    ServiceWeightChange,
+    ShardMove,
+)
 from orchestrator.ports import free_port
 from orchestrator.processes import group_alive, spawn
 from orchestrator.waiting import exited, http_ok, wait_until
@@ -40,7 +47,7 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     config = tmp_path / "lab.yaml"
-    config.write_text(yaml.safe_dump(lab_config().model_dump(mode="json")))
+    config.write_text(yaml.safe_dump(lab_config(internal=True).model_dump(mode="json")))
     port = free_port()
     log = (tmp_path / "serve.log").open("wb")
     process = spawn(
@@ -107,16 +114,63 @@ class TestFleetApi:
             assert {p.pop: p.samples for p in health.pops}["p1"] == len(answers) + len(drained)
 
     async def test_what_is_not_carried_over_is_refused_by_name(self, served: Served) -> None:
-        async with HttpFleet(served.url) as fleet:
-            with pytest.raises(FleetRejected, match="shard moves"):
-                await fleet.move_shards(
-                    ShardMove(shards=["kv-1"], to_region="west"),
-                    idempotency_key="s",
-                )
         async with httpx.AsyncClient(timeout=10) as client:
+            audit = await client.get(f"{served.url}/v1/audit")
             answer = await client.get(f"{served.url}/edge/p1", params={"user": "u"})
+        assert audit.status_code == 400
+        assert "the audit log" in audit.json()["reason"]
         assert answer.status_code == 421
         assert served.info["pops"]["p1"] in answer.json()["reason"]
+
+
+class TestBesideTheProxy:
+    """What HAProxy does not steer (internal pools, kv primaries, batch jobs) is the lab's
+    own state: a key applies once, the topology shows it beside HAProxy's live weights,
+    and a running batch job takes its share of its region's HAProxy connections."""
+
+    async def test_shards_internal_pools_and_batch_jobs(self, served: Served) -> None:
+        async with HttpFleet(served.url) as fleet:
+            before = await fleet.topology()
+            east = [s.id for s in before.shards if s.primary == "east"]
+            assert len(east) == 2
+            move = ShardMove(shards=east, to_region="west")
+            first = await fleet.move_shards(move, idempotency_key="move")
+            again = await fleet.move_shards(move, idempotency_key="move")
+            await fleet.set_service_weight(
+                ServiceWeightChange(region="east", service="cache", weight=0.0),
+                idempotency_key="cache",
+            )
+            after = await fleet.topology()
+        assert first.detail["moved"] == east
+        assert again.audit_seq == first.audit_seq  # the replay, not a second move
+        assert {s.primary for s in after.shards if s.id in east} == {"west"}
+        assert after.service_weights["east/cache"] == 0.0
+        assert after.service_weights["east/web"] == 1.0  # HAProxy's own, read live
+
+    async def test_a_running_batch_job_takes_its_share_of_connections(self, served: Served) -> None:
+        full = server_maxconn(lab_config(internal=True), "east", "web")
+        assert await limits(served) == {"east": full, "west": full, "tiny": 1}
+        async with HttpFleet(served.url) as fleet:
+            start = BatchJobAction(job="reindex", action="start")
+            await fleet.batch_job(start, idempotency_key="start")
+            await fleet.batch_job(start, idempotency_key="start")
+            running = await limits(served)
+            jobs = (await fleet.topology()).batch_jobs
+            await fleet.batch_job(
+                BatchJobAction(job="reindex", action="stop"), idempotency_key="stop"
+            )
+            stopped = await limits(served)
+        assert [(j.name, j.running) for j in jobs] == [("reindex", True)]
+        assert running == {"east": round(full * 0.5), "west": full, "tiny": 1}
+        assert stopped == {"east": full, "west": full, "tiny": 1}
+
+
+async def limits(served: Served) -> dict[str, int]:
+    """Each web server's connection limit, as HAProxy's own exporter reports it."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        text = (await client.get(served.info["haproxy_metrics"])).text
+    found = re.findall(r'haproxy_server_limit_sessions\{proxy="web",server="([^"]+)"\} (\d+)', text)
+    return {server: int(limit) for server, limit in found}
 
 
 class TestTraffic:

@@ -31,10 +31,14 @@ pytestmark = pytest.mark.server
 BUCKETS = 1024
 
 
-def lab_config(tiny_ms: float = 300, *, tiny: bool = True, p1_east_rtt_ms: float = 1) -> LabConfig:
+def lab_config(
+    tiny_ms: float = 300, *, tiny: bool = True, p1_east_rtt_ms: float = 1, internal: bool = False
+) -> LabConfig:
     """Two quick regions and (``tiny``) a tiny one, one slot and one queue place, to
     overflow: p2 sends all its users there. Without it, p2 is split like p1. Every PoP is
-    1 ms from every region but p1 from east (``p1_east_rtt_ms``)."""
+    1 ms from every region but p1 from east (``p1_east_rtt_ms``). ``internal``: a kv
+    service no request calls, two kv shards per region and a batch job in east taking half
+    its slots, stopped."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
     regions: list[dict[str, Any]] = [
@@ -49,13 +53,24 @@ def lab_config(tiny_ms: float = 300, *, tiny: bool = True, p1_east_rtt_ms: float
         )
         rtt = {"east": {"west": 10, "tiny": 10}, "west": {"tiny": 10}}
     names = [r["name"] for r in regions]
+    services: list[dict[str, Any]] = [
+        {"name": "web", "kind": "stateless", "depends_on": ["cache"], "demand_share": 1},
+        {"name": "cache", "kind": "stateless"},
+    ]
+    extra: dict[str, Any] = {}
+    if internal:
+        services.append({"name": "kv", "kind": "stateful"})
+        for region in regions:
+            region["services"] = {**region["services"], "kv": cache}
+        extra = {
+            "shards": {"kv": dict.fromkeys(names, 2)},
+            "batch_jobs": [{"name": "reindex", "region": "east", "slot_share": 0.5}],
+        }
     return LabConfig.model_validate(
         {
+            **extra,
             "bucket_count": BUCKETS,
-            "services": [
-                {"name": "web", "kind": "stateless", "depends_on": ["cache"], "demand_share": 1},
-                {"name": "cache", "kind": "stateless"},
-            ],
+            "services": services,
             "regions": regions,
             "inter_region_rtt_ms": rtt,
             "pops": [
