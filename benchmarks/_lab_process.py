@@ -43,6 +43,8 @@ def spawn_lab(
             *CLI,
             "lab",
             "serve",
+            "--data-plane",
+            "python",
             "--mode",
             mode,
             *(["--faults"] if faults else []),

@@ -134,6 +134,8 @@ def launch_lab(
         "from orchestrator.cli import app; app()",
         "lab",
         "serve",
+        "--data-plane",
+        "python",
         "--port",
         str(port),
         "--mode",

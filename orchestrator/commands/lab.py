@@ -35,10 +35,11 @@ def serve(
         None, "--token", help=f"Require this bearer token on /v1 (or set {TOKEN_ENV})."
     ),
     data_plane: str = typer.Option(
-        "python",
+        "auto",
         "--data-plane",
-        help="python (this process serves every PoP) or haproxy (a real HAProxy in front "
-        "of a process per region; docs/fleet-contract.md).",
+        help="haproxy (a real HAProxy in front of a process per region; "
+        "docs/fleet-contract.md), python (this process serves every PoP) or auto: haproxy "
+        "for live traffic without --faults when it is installed, else python.",
     ),
     edge_port_base: int = typer.Option(
         0,
@@ -54,9 +55,12 @@ def serve(
 
     if mode not in ("live", "model"):
         fail(f"--mode must be live or model, not {mode!r}")
-    if data_plane not in ("python", "haproxy"):
-        fail(f"--data-plane must be python or haproxy, not {data_plane!r}")
+    if data_plane not in ("auto", "python", "haproxy"):
+        fail(f"--data-plane must be auto, python or haproxy, not {data_plane!r}")
     token = _token(token)
+    if data_plane == "auto":
+        data_plane, why = _auto_data_plane(mode, faults)
+        console.print(f"data plane: {data_plane} ({why})", highlight=False)
     if data_plane == "haproxy":
         if mode != "live" or faults:
             fail("--data-plane haproxy is live traffic only, without --faults (not carried over)")
@@ -73,6 +77,19 @@ def serve(
         highlight=False,
     )
     run(lab, host, port)
+
+
+def _auto_data_plane(mode: str, faults: bool) -> tuple[str, str]:
+    """``--data-plane auto``: HAProxy where it can carry the lab, and why not otherwise."""
+    from orchestrator.lab.haproxy.plane import haproxy_binary
+
+    if mode != "live":
+        return "python", f"--mode {mode}"
+    if faults:
+        return "python", "--faults needs it"
+    if haproxy_binary() is None:
+        return "python", "haproxy is not installed: scripts/install-system-deps.sh"
+    return "haproxy", "--data-plane python for the lab's own"
 
 
 def _serve_haproxy(

@@ -36,11 +36,16 @@ from orchestrator.ports import free_ports
 from orchestrator.processes import spawn, stop_group
 from orchestrator.waiting import exited, http_ok, wait_until
 
-__all__ = ["HAPROXY", "HAProxyDataPlane"]
+__all__ = ["HAPROXY", "HAProxyDataPlane", "haproxy_binary"]
 
 HAPROXY = "haproxy"
 
 log = get_logger(__name__)
+
+
+def haproxy_binary() -> str | None:
+    """The installed HAProxy (Debian's is in /usr/sbin, often not on a user's PATH)."""
+    return shutil.which(HAPROXY) or shutil.which(f"/usr/sbin/{HAPROXY}")
 
 
 class HAProxyDataPlane:
@@ -104,7 +109,7 @@ class HAProxyDataPlane:
         layout.prometheus_path.write_text(prometheus_yml(layout), encoding="utf-8")
 
     def start(self) -> HAProxyDataPlane:
-        binary = shutil.which(HAPROXY) or shutil.which(f"/usr/sbin/{HAPROXY}")
+        binary = haproxy_binary()
         if binary is None:
             raise ConfigError(
                 "--data-plane", "haproxy is not installed (scripts/install-system-deps.sh)"

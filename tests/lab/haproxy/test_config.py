@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from orchestrator.lab.config import load_config
 from orchestrator.lab.haproxy.config import (
     Layout,
@@ -121,7 +123,7 @@ class TestServeOptions:
 
         result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "envoy"])
         assert result.exit_code != 0
-        assert "--data-plane must be python or haproxy" in result.output
+        assert "--data-plane must be auto, python or haproxy" in result.output
 
     def test_haproxy_is_live_without_faults(self) -> None:
         from typer.testing import CliRunner
@@ -132,3 +134,17 @@ class TestServeOptions:
             result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "haproxy", *extra])
             assert result.exit_code != 0
             assert "live traffic only" in result.output
+
+    def test_auto_is_haproxy_where_it_can_carry_the_lab(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from orchestrator.commands import lab
+        from orchestrator.lab.haproxy import plane
+
+        monkeypatch.setattr(plane, "haproxy_binary", lambda: "/usr/sbin/haproxy")
+        assert lab._auto_data_plane("live", False)[0] == "haproxy"
+        assert lab._auto_data_plane("live", True) == ("python", "--faults needs it")
+        assert lab._auto_data_plane("model", False) == ("python", "--mode model")
+        monkeypatch.setattr(plane, "haproxy_binary", lambda: None)
+        chosen, why = lab._auto_data_plane("live", False)
+        assert chosen == "python" and "scripts/install-system-deps.sh" in why
