@@ -5,8 +5,10 @@ adapter (:class:`~orchestrator.fleet.haproxy.HAProxyFleet`) to the live map and 
 Internal pools, kv primaries, batch jobs and config writes are the lab's own state beside
 the proxy (:mod:`.beside`). Health combines HAProxy's own counters (requests and refusals
 per region and PoP, sampled every second: :mod:`.stats`) with each region backend's view
-(latency percentiles, pool utilization). What this mode does not carry over yet (training,
-the audit log, faults) is refused with ``FleetRejected`` naming it.
+(latency percentiles, pool utilization). Training jobs are the lab's own GPU cluster, as
+in the Python lab (its fleet contract under ``/v1``; its faults need ``--faults``, which this
+mode does not have). What this mode does not carry over yet (the audit log, faults) is
+refused with ``FleetRejected`` naming it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from orchestrator.lab.errors import ApiError, invalid, rejected
 from orchestrator.lab.haproxy.beside import Beside
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.lab.haproxy.stats import Counters, Counts
+from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.routes import mount_training
 from orchestrator.logging import get_logger
 from orchestrator.models import (
     BatchJobAction,
@@ -96,6 +100,8 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     pops = [p.name for p in config.pops]
     counters = Counters(config.metrics.retention_s, front, pops)
     beside = Beside(config)
+    buildings = [(r.name, b) for r in config.regions for b in r.buildings]
+    training = LabTrainingCluster(config.training, buildings, "live")
 
     async def sample() -> None:
         text = await plane.fleet().runtime.command("show stat")
@@ -116,6 +122,7 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
         try:
             yield
         finally:
+            training.close()  # no trainer process outlives its lab
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -217,6 +224,14 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     for path, what in NOT_CARRIED.items():
         _refuse(v1, path, what)
     app.include_router(v1)
+    mount_training(
+        app,
+        beside.state,
+        training,
+        faults=False,
+        v1_dependencies=[Depends(check_token)],
+        lab_dependencies=[Depends(check_token)],
+    )
 
     @app.get("/healthz", tags=["lab"])
     async def healthz() -> dict[str, Any]:

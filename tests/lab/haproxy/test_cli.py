@@ -7,11 +7,13 @@ leaves no HAProxy or backend behind.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess as sp
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import httpx
 import pytest
 import yaml
 
+from orchestrator.contracts.training import JobState, StartJobRequest
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.haproxy.config import server_maxconn
 from orchestrator.models import (
@@ -163,6 +166,30 @@ class TestBesideTheProxy:
         assert [(j.name, j.running) for j in jobs] == [("reindex", True)]
         assert running == {"east": round(full * 0.5), "west": full, "tiny": 1}
         assert stopped == {"east": full, "west": full, "tiny": 1}
+
+
+class TestTraining:
+    """The lab's GPU cluster is served beside HAProxy, as by the Python lab: a training job
+    starts on a host, checkpoints and stops through the fleet contract."""
+
+    async def test_a_job_runs_checkpoints_and_stops(self, served: Served) -> None:
+        async with HttpFleet(served.url) as fleet:
+            cluster = await fleet.training_cluster()
+            host = next(h.name for h in cluster.hosts if h.region == "east")
+            await fleet.start_training_job(
+                StartJobRequest(job="tiny-job", hosts=[host]), idempotency_key="start"
+            )
+            deadline = time.monotonic() + 60
+            while not (await fleet.training_checkpoints("tiny-job")).checkpoints:
+                assert time.monotonic() < deadline, "no checkpoint within 60 s"
+                await asyncio.sleep(0.5)
+            await fleet.stop_training_job("tiny-job", idempotency_key="stop")
+            job = next(
+                j for j in (await fleet.training_cluster()).jobs if j.spec.name == "tiny-job"
+            )
+        assert {h.region for h in cluster.hosts} == {"east", "west", "tiny"}
+        assert job.state == JobState.STOPPED
+        assert job.step >= 10
 
 
 async def limits(served: Served) -> dict[str, int]:

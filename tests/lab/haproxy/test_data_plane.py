@@ -37,8 +37,8 @@ def lab_config(
     """Two quick regions and (``tiny``) a tiny one, one slot and one queue place, to
     overflow: p2 sends all its users there. Without it, p2 is split like p1. Every PoP is
     1 ms from every region but p1 from east (``p1_east_rtt_ms``). ``internal``: a kv
-    service no request calls, two kv shards per region and a batch job in east taking half
-    its slots, stopped."""
+    service no request calls, two kv shards per region, a batch job in east taking half
+    its slots, stopped, and a short numpy training job for east's hosts."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
     regions: list[dict[str, Any]] = [
@@ -65,6 +65,20 @@ def lab_config(
         extra = {
             "shards": {"kv": dict.fromkeys(names, 2)},
             "batch_jobs": [{"name": "reindex", "region": "east", "slot_share": 0.5}],
+            "training": {
+                "hosts_per_building": 2,
+                "spares_per_building": 0,
+                "jobs": [
+                    {
+                        "name": "tiny-job",
+                        "region": "east",
+                        "hosts": 1,
+                        "total_steps": 200,
+                        "checkpoint_every": 10,
+                        "step_ms": 20,
+                    }
+                ],
+            },
         }
     return LabConfig.model_validate(
         {
