@@ -62,9 +62,9 @@ def serve(
         data_plane, why = _auto_data_plane(mode, faults)
         console.print(f"data plane: {data_plane} ({why})", highlight=False)
     if data_plane == "haproxy":
-        if mode != "live" or faults:
-            fail("--data-plane haproxy is live traffic only, without --faults (not carried over)")
-        _serve_haproxy(config, host, port, token, edge_port_base)
+        if mode != "live":
+            fail("--data-plane haproxy is live traffic only (--mode model is the Python lab's)")
+        _serve_haproxy(config, host, port, token, edge_port_base, faults)
         return
     chosen: Literal["live", "model"] = "live" if mode == "live" else "model"
     try:
@@ -86,14 +86,19 @@ def _auto_data_plane(mode: str, faults: bool) -> tuple[str, str]:
     if mode != "live":
         return "python", f"--mode {mode}"
     if faults:
-        return "python", "--faults needs it"
+        return "python", "--faults: its traffic faults are the Python lab's"
     if haproxy_binary() is None:
         return "python", "haproxy is not installed: scripts/install-system-deps.sh"
     return "haproxy", "--data-plane python for the lab's own"
 
 
 def _serve_haproxy(
-    config: Path | None, host: str, port: int, token: str | None, edge_port_base: int
+    config: Path | None,
+    host: str,
+    port: int,
+    token: str | None,
+    edge_port_base: int,
+    faults: bool,
 ) -> None:
     """HAProxy and a process per region, the fleet API here; all stopped on the way out."""
     import contextlib
@@ -120,7 +125,8 @@ def _serve_haproxy(
         try:
             pops = ", ".join(f"{p} {plane.pop_url(p)}" for p in plane.layout.pop_ports)
             console.print(
-                f"lab (live, HAProxy data plane) fleet API on http://{host}:{port}; PoPs: {pops}",
+                f"lab (live, HAProxy data plane, faults {'on' if faults else 'off'}) fleet "
+                f"API on http://{host}:{port}; PoPs: {pops}",
                 highlight=False,
             )
             console.print(
@@ -133,7 +139,7 @@ def _serve_haproxy(
             # here, so HAProxy and the backends are stopped before this process ends.
             with interrupt_on_signals(), contextlib.suppress(KeyboardInterrupt):
                 uvicorn.run(
-                    create_haproxy_app(plane, token=token),
+                    create_haproxy_app(plane, token=token, faults=faults),
                     host=host,
                     port=port,
                     log_level="warning",

@@ -8,8 +8,8 @@ scenario, prints one summary table and stops every process it started (unless
 
 With ``data_plane="haproxy"`` the lab's traffic goes through a real HAProxy (a frontend
 per PoP, the routing as a live map, a process per region) at 10x the traffic and the
-pools: the rebalancer, the load test and the drain and restore. That lab has no faults
-to inject, so the training and building scenarios run only on the Python data plane.
+pools, every scenario as on the Python data plane: its training faults and building power
+are the lab's beside HAProxy (``orchestrator/lab/haproxy/``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,6 @@ __all__ = ["DemoOptions", "demo_lab_config", "haproxy_lab_config", "run_demo"]
 #: edge requests per second of Locust traffic by data plane: two regions can take the
 #: third's load (HAProxy's lab has every web and sessions pool 10x the Python lab's)
 TRAFFIC_RPS: dict[DataPlane, float] = {"python": 120.0, "haproxy": 1200.0}
-#: the scenarios that need the lab's faults, which only the Python data plane has
-NEEDS_FAULTS = ("training", "building")
 
 SCENARIOS: dict[str, Callable[[DemoContext], Awaitable[ScenarioSummary]]] = {
     "rebalance": scenarios.rebalance,
@@ -72,18 +70,7 @@ class DemoOptions:
         unknown = sorted(set(only or []) - set(SCENARIOS))
         if unknown:
             raise DemoError(f"--only {unknown[0]}: not a scenario; one of {', '.join(SCENARIOS)}")
-        if data_plane == "haproxy":
-            faulty = [name for name in only or [] if name in NEEDS_FAULTS]
-            if faulty:
-                raise DemoError(
-                    f"--only {faulty[0]}: needs the lab's faults, which the HAProxy data plane "
-                    "does not have; run it with --data-plane python"
-                )
-        self.scenarios = [
-            name
-            for name in SCENARIOS
-            if (name in only if only else not (data_plane == "haproxy" and name in NEEDS_FAULTS))
-        ]
+        self.scenarios = [name for name in SCENARIOS if name in only] if only else list(SCENARIOS)
 
 
 def demo_lab_config() -> dict[str, Any]:
@@ -127,7 +114,8 @@ def haproxy_lab_config() -> dict[str, Any]:
     """The demo's lab for the HAProxy data plane: every web and sessions pool (slots and
     queue) 10x the shipped one for 10x the traffic, so utilizations are the Python demo's.
     HAProxy holds a burst in each server's own queue, so the deeper queues the Python lab
-    needs against its event loop's stalls are not added; it carries no training jobs."""
+    needs against its event loop's stalls are not added. Its training jobs are the Python
+    demo's (the PyTorch job and the building's job)."""
     config = demo_lab_config()
     shipped: dict[str, Any] = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text())
     scale = TRAFFIC_RPS["haproxy"] / TRAFFIC_RPS["python"]
@@ -137,7 +125,6 @@ def haproxy_lab_config() -> dict[str, Any]:
             region["services"][service].update(
                 {k: round(pool[k] * scale) for k in ("slots", "queue_limit")}
             )
-    config["training"]["jobs"] = []
     return config
 
 
@@ -264,9 +251,6 @@ def run_demo(options: DemoOptions) -> int:
                 f"{stack.lab_url} ({plane}), worker, Locust at {options.rps:g} rps; logs in "
                 f"{options.workdir / 'logs'}"
             )
-            skipped = [n for n in NEEDS_FAULTS if n not in options.scenarios]
-            if haproxy and skipped:
-                progress.line(f"not run on HAProxy (they need the lab's faults): {skipped}")
             progress.say("letting every region serve traffic for a health window")
             _wait_for_health(stack)
             rows = asyncio.run(

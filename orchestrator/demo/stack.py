@@ -23,8 +23,8 @@ from orchestrator.waiting import http_ok, wait_until
 
 __all__ = ["DataPlane", "DemoError", "DemoPorts", "DemoStack"]
 
-#: python: the lab process serves every PoP (faults on); haproxy: a real HAProxy in front
-#: of a process per region (``lab serve --data-plane haproxy``), no faults
+#: python: the lab process serves every PoP; haproxy: a real HAProxy in front of a process
+#: per region (``lab serve --data-plane haproxy``); faults on in both
 DataPlane = Literal["python", "haproxy"]
 
 _CLI = [sys.executable, "-c", "from orchestrator.cli import app; app()"]
@@ -105,7 +105,7 @@ class DemoStack:
         self.server.start(timeout_s=60.0)
 
     def start_lab(self, config: Path) -> None:
-        plane = ["--faults"] if self.data_plane == "python" else ["--data-plane", "haproxy"]
+        plane = ["--faults", "--data-plane", self.data_plane]
         self._spawn(
             "lab",
             ["lab", "serve", *plane, "--port", str(self.ports.lab), "--config", str(config)],

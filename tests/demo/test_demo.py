@@ -93,42 +93,33 @@ class TestLabConfig:
 
 
 class TestHAProxyDataPlane:
-    """``--data-plane haproxy`` runs the traffic scenarios at 10x the traffic and pools, and
-    refuses, in one line, the scenarios that need faults the HAProxy lab does not have."""
+    """``--data-plane haproxy`` runs every scenario at 10x the traffic and pools: the lab
+    behind HAProxy has the training cluster, its faults and the buildings' power."""
 
     def _options(self, tmp_path: Path, only: list[str] | None = None) -> DemoOptions:
         return DemoOptions(tmp_path, _ports(), False, Console(), None, only, "haproxy")
 
-    def test_runs_the_traffic_scenarios_at_ten_times_the_rate(self, tmp_path: Path) -> None:
+    def test_runs_every_scenario_at_ten_times_the_rate(self, tmp_path: Path) -> None:
         options = self._options(tmp_path)
-        assert options.scenarios == ["rebalance", "loadtest", "drain"]
+        assert options.scenarios == ["rebalance", "loadtest", "drain", "training", "building"]
         assert options.rps == 1200.0
         python = DemoOptions(tmp_path, _ports(), False, Console())
-        assert python.rps == 120.0 and "training" in python.scenarios
+        assert python.rps == 120.0 and python.scenarios == options.scenarios
 
-    def test_refuses_a_scenario_that_needs_faults(self, tmp_path: Path) -> None:
-        with pytest.raises(DemoError, match="--only building: needs the lab's faults"):
-            self._options(tmp_path, ["drain", "building"])
-
-    def test_cli_refuses_in_one_line(self, tmp_path: Path) -> None:
-        result = CliRunner().invoke(
-            app, ["demo", "--out", str(tmp_path), "--data-plane", "haproxy", "--only", "training"]
-        )
-        assert result.exit_code == 1
-        assert result.output.strip().count("\n") == 0, result.output
-        assert "--data-plane python" in result.output
-        assert not (tmp_path / "logs").exists()
+    def test_only_keeps_the_scenarios_order(self, tmp_path: Path) -> None:
+        assert self._options(tmp_path, ["building", "drain"]).scenarios == ["drain", "building"]
 
     def test_cli_names_an_unknown_data_plane(self, tmp_path: Path) -> None:
         result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path), "--data-plane", "nginx"])
         assert result.exit_code == 1
         assert "--data-plane must be python or haproxy, not 'nginx'" in result.output
 
-    def test_lab_has_ten_times_the_shipped_pools_and_no_jobs(self) -> None:
+    def test_lab_has_ten_times_the_shipped_pools_and_the_demos_jobs(self) -> None:
         config = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(haproxy_lab_config())))
         shipped = LabConfig.model_validate(yaml.safe_load(DEFAULT_CONFIG_PATH.read_text()))
+        demo = LabConfig.model_validate(yaml.safe_load(yaml.safe_dump(demo_lab_config())))
         assert config.initial_routing == "nearest"
-        assert config.training.jobs == []
+        assert config.training.jobs == demo.training.jobs
         for region, original in zip(config.regions, shipped.regions, strict=True):
             for service in ("web", "sessions"):
                 pool, before = region.services[service], original.services[service]

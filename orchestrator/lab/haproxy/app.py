@@ -6,9 +6,10 @@ Internal pools, kv primaries, batch jobs and config writes are the lab's own sta
 the proxy (:mod:`.beside`). Health combines HAProxy's own counters (requests and refusals
 per region and PoP, sampled every second: :mod:`.stats`) with each region backend's view
 (latency percentiles, pool utilization). Training jobs are the lab's own GPU cluster, as
-in the Python lab (its fleet contract under ``/v1``; its faults need ``--faults``, which this
-mode does not have). What this mode does not carry over yet (the audit log, faults) is
-refused with ``FleetRejected`` naming it.
+in the Python lab (its fleet contract under ``/v1``). With ``faults``, ``/lab`` injects the
+training faults and cuts or restores a building's power (its GPU hosts and its share of its
+region's HAProxy connections). What this mode does not carry over yet (the audit log, the
+traffic faults) is refused with ``FleetRejected`` naming it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import contextlib
 import hmac
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -40,6 +41,7 @@ from orchestrator.lab.haproxy.beside import Beside
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.lab.haproxy.stats import Counters, Counts
 from orchestrator.lab.training.cluster import LabTrainingCluster
+from orchestrator.lab.training.faults import FaultRecord
 from orchestrator.lab.training.routes import mount_training
 from orchestrator.logging import get_logger
 from orchestrator.models import (
@@ -94,7 +96,10 @@ def _key(key: str | None) -> str:
     return key
 
 
-def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> FastAPI:
+def create_haproxy_app(
+    plane: HAProxyDataPlane, *, token: str | None = None, faults: bool = False
+) -> FastAPI:
+    """``faults``: the lab's training faults and buildings' power under ``/lab``."""
     config = plane.config
     front = [s.name for s in config.front_services]
     pops = [p.name for p in config.pops]
@@ -111,13 +116,14 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
         while True:
             with contextlib.suppress(FleetError):
                 await sample()
+                # a building's power cut by a training fault reaches HAProxy here
+                await beside.apply(plane.fleet())
             await asyncio.sleep(SAMPLE_EVERY_S)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # batch jobs the config starts running take their share from the first request
-        fleet = plane.fleet()
-        await fleet.runtime.writes(beside.maxconn_commands(fleet))
+        await beside.apply(plane.fleet(), force=True)
         task = asyncio.create_task(sampler())
         try:
             yield
@@ -224,20 +230,33 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
     for path, what in NOT_CARRIED.items():
         _refuse(v1, path, what)
     app.include_router(v1)
+
+    def power(building: str, on: bool) -> FaultRecord:
+        """A building's power: its GPU hosts and its share of its region's connections
+        (HAProxy follows within a sample, :func:`Beside.apply`)."""
+        beside.set_power(building, on)  # refuses (404, a dark region) before anything moves
+        return (
+            training.faults.power_restore(building) if on else training.faults.power_loss(building)
+        )
+
     mount_training(
         app,
         beside.state,
         training,
-        faults=False,
+        faults=faults,
         v1_dependencies=[Depends(check_token)],
         lab_dependencies=[Depends(check_token)],
+        power=power,
     )
+    if faults:
+        _mount_power(app, beside, plane, power, check_token)
 
     @app.get("/healthz", tags=["lab"])
     async def healthz() -> dict[str, Any]:
         return {
             "ok": True,
             "mode": "live",
+            "faults": faults,
             "data_plane": "haproxy",
             "pops": {p: plane.pop_url(p) for p in pops},
             "haproxy_metrics": plane.metrics_url,
@@ -266,6 +285,51 @@ def create_haproxy_app(plane: HAProxyDataPlane, *, token: str | None = None) -> 
         )
 
     return app
+
+
+def _mount_power(
+    app: FastAPI,
+    beside: Beside,
+    plane: HAProxyDataPlane,
+    power: Callable[[str, bool], FaultRecord],
+    check_token: Callable[..., Awaitable[None]],
+) -> None:
+    """``/lab/buildings/<b>/power-loss|restore`` as the Python lab answers them; its
+    traffic faults are refused by name."""
+    lab = APIRouter(prefix="/lab", dependencies=[Depends(check_token)], tags=["lab faults"])
+
+    async def switch(building: str, on: bool) -> dict[str, Any]:
+        record = power(building, on)
+        await beside.apply(plane.fleet())
+        region = beside.state.building_region(building)
+        return {
+            "building": building,
+            "region": region,
+            "powered": on,
+            "power_share": beside.state.power_share(region),
+            "training": record.as_json(),
+        }
+
+    @lab.post("/buildings/{building}/power-loss")
+    async def power_loss(building: str) -> dict[str, Any]:
+        return await switch(building, False)
+
+    @lab.post("/buildings/{building}/power-restore")
+    async def power_restore(building: str) -> dict[str, Any]:
+        return await switch(building, True)
+
+    @lab.api_route("/faults", methods=["GET", "POST", "DELETE"], name="refused traffic faults")
+    @lab.get("/truth", name="refused truth")
+    async def traffic_faults() -> None:
+        raise rejected(
+            400,
+            "not carried over to --data-plane haproxy yet: traffic faults (region outage, "
+            "added latency, error rate) and their truth; run the lab with --data-plane "
+            "python for them",
+            "faults",
+        )
+
+    app.include_router(lab)
 
 
 def _refuse(router: APIRouter, path: str, what: str) -> None:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess as sp
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -32,57 +30,18 @@ from orchestrator.models import (
     ServiceWeightChange,
     ShardMove,
 )
-from orchestrator.ports import free_port
-from orchestrator.processes import group_alive, spawn
-from orchestrator.waiting import exited, http_ok, wait_until
+from orchestrator.processes import group_alive
+from orchestrator.waiting import wait_until
+from tests.lab.haproxy.serving import Served, lab_serve, web_limits
 from tests.lab.haproxy.test_data_plane import lab_config, of, users_routed
 
 pytestmark = pytest.mark.server
 
 
-class Served:
-    def __init__(self, process: sp.Popen[bytes], url: str, info: dict[str, Any]) -> None:
-        self.process = process
-        self.url = url
-        self.info = info
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    config = tmp_path / "lab.yaml"
-    config.write_text(yaml.safe_dump(lab_config(internal=True).model_dump(mode="json")))
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    process = spawn(
-        [
-            sys.executable,
-            "-c",
-            "from orchestrator.cli import app; app()",
-            "lab",
-            "serve",
-            "--data-plane",
-            "haproxy",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-        ],
-        stdout=log,
-        stderr=sp.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        assert wait_until(
-            lambda: http_ok(f"{url}/healthz"),
-            timeout_s=60,
-            alive=exited(process, "lab serve --data-plane haproxy"),
-        ), (tmp_path / "serve.log").read_text()
-        yield Served(process, url, httpx.get(f"{url}/healthz").json())
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
-        log.close()
+    with lab_serve(tmp_path) as running:
+        yield running
 
 
 class TestFleetApi:
@@ -152,17 +111,17 @@ class TestBesideTheProxy:
 
     async def test_a_running_batch_job_takes_its_share_of_connections(self, served: Served) -> None:
         full = server_maxconn(lab_config(internal=True), "east", "web")
-        assert await limits(served) == {"east": full, "west": full, "tiny": 1}
+        assert await web_limits(served) == {"east": full, "west": full, "tiny": 1}
         async with HttpFleet(served.url) as fleet:
             start = BatchJobAction(job="reindex", action="start")
             await fleet.batch_job(start, idempotency_key="start")
             await fleet.batch_job(start, idempotency_key="start")
-            running = await limits(served)
+            running = await web_limits(served)
             jobs = (await fleet.topology()).batch_jobs
             await fleet.batch_job(
                 BatchJobAction(job="reindex", action="stop"), idempotency_key="stop"
             )
-            stopped = await limits(served)
+            stopped = await web_limits(served)
         assert [(j.name, j.running) for j in jobs] == [("reindex", True)]
         assert running == {"east": round(full * 0.5), "west": full, "tiny": 1}
         assert stopped == {"east": full, "west": full, "tiny": 1}
@@ -190,14 +149,6 @@ class TestTraining:
         assert {h.region for h in cluster.hosts} == {"east", "west", "tiny"}
         assert job.state == JobState.STOPPED
         assert job.step >= 10
-
-
-async def limits(served: Served) -> dict[str, int]:
-    """Each web server's connection limit, as HAProxy's own exporter reports it."""
-    async with httpx.AsyncClient(timeout=10) as client:
-        text = (await client.get(served.info["haproxy_metrics"])).text
-    found = re.findall(r'haproxy_server_limit_sessions\{proxy="web",server="([^"]+)"\} (\d+)', text)
-    return {server: int(limit) for server, limit in found}
 
 
 class TestTraffic:

@@ -125,15 +125,16 @@ class TestServeOptions:
         assert result.exit_code != 0
         assert "--data-plane must be auto, python or haproxy" in result.output
 
-    def test_haproxy_is_live_without_faults(self) -> None:
+    def test_haproxy_is_live_only(self) -> None:
         from typer.testing import CliRunner
 
         from orchestrator.cli import app
 
-        for extra in (["--mode", "model"], ["--faults"]):
-            result = CliRunner().invoke(app, ["lab", "serve", "--data-plane", "haproxy", *extra])
-            assert result.exit_code != 0
-            assert "live traffic only" in result.output
+        result = CliRunner().invoke(
+            app, ["lab", "serve", "--data-plane", "haproxy", "--mode", "model"]
+        )
+        assert result.exit_code != 0
+        assert "live traffic only" in result.output
 
     def test_auto_is_haproxy_where_it_can_carry_the_lab(
         self, monkeypatch: pytest.MonkeyPatch
@@ -143,7 +144,7 @@ class TestServeOptions:
 
         monkeypatch.setattr(plane, "haproxy_binary", lambda: "/usr/sbin/haproxy")
         assert lab._auto_data_plane("live", False)[0] == "haproxy"
-        assert lab._auto_data_plane("live", True) == ("python", "--faults needs it")
+        assert lab._auto_data_plane("live", True)[0] == "python"
         assert lab._auto_data_plane("model", False) == ("python", "--mode model")
         monkeypatch.setattr(plane, "haproxy_binary", lambda: None)
         chosen, why = lab._auto_data_plane("live", False)

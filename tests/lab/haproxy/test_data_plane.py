@@ -38,7 +38,8 @@ def lab_config(
     overflow: p2 sends all its users there. Without it, p2 is split like p1. Every PoP is
     1 ms from every region but p1 from east (``p1_east_rtt_ms``). ``internal``: a kv
     service no request calls, two kv shards per region, a batch job in east taking half
-    its slots, stopped, and a short numpy training job for east's hosts."""
+    its slots, stopped, a short numpy training job for east's hosts, and a second
+    building in east."""
     quick = {"slots": 4, "service_time_ms": 10, "queue_limit": 16}
     cache = {"slots": 16, "service_time_ms": 1, "queue_limit": 64}
     regions: list[dict[str, Any]] = [
@@ -62,6 +63,7 @@ def lab_config(
         services.append({"name": "kv", "kind": "stateful"})
         for region in regions:
             region["services"] = {**region["services"], "kv": cache}
+        regions[0]["buildings"] = ["e1", "e2"]  # east can lose one building's power
         extra = {
             "shards": {"kv": dict.fromkeys(names, 2)},
             "batch_jobs": [{"name": "reindex", "region": "east", "slot_share": 0.5}],
