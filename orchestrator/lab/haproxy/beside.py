@@ -18,6 +18,8 @@ What they change in the traffic:
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi.responses import JSONResponse
 
 from orchestrator.fleet.haproxy import HAProxyFleet
@@ -46,6 +48,9 @@ class Beside:
         self.front = {s.name for s in config.front_services}
         #: the ``maxconn`` commands last written (None: not yet)
         self._applied: list[str] | None = None
+        # one write at a time: a write computed before a change must not land after the
+        # write of that change (the sampler's and an endpoint's can overlap)
+        self._writing = asyncio.Lock()
 
     def keeps(self, service: str) -> bool:
         """True for a service HAProxy has no backend for (an internal pool)."""
@@ -111,10 +116,11 @@ class Beside:
     async def apply(self, fleet: HAProxyFleet, *, force: bool = False) -> None:
         """Set every front server's ``maxconn`` from the state: when it changed since the
         last write, or always (``force``: a retried write must reach the proxy)."""
-        commands = self.maxconn_commands(fleet)
-        if force or commands != self._applied:
-            await fleet.runtime.writes(commands)
-            self._applied = commands
+        async with self._writing:
+            commands = self.maxconn_commands(fleet)
+            if force or commands != self._applied:
+                await fleet.runtime.writes(commands)
+                self._applied = commands
 
     def maxconn_commands(self, fleet: HAProxyFleet) -> list[str]:
         """``set maxconn server`` for every front server: its pool's connections less the
