@@ -29,8 +29,8 @@ def demo(
     data_plane: str = typer.Option(
         "python",
         "--data-plane",
-        help="python (the lab serves every PoP, faults on) or haproxy (a real HAProxy in "
-        "front of a process per region: rebalance, loadtest and drain at 10x the traffic).",
+        help="python (the lab serves every PoP) or haproxy (a real HAProxy in front of a "
+        "process per region, every scenario at 10x the traffic).",
     ),
     only: list[str] = typer.Option(
         [],
