@@ -263,14 +263,7 @@ def _mount_lab_routes(app: FastAPI, runtime: LabRuntime, check_token: Any) -> No
         return state.faults
 
     def power(building: str, on: bool) -> dict[str, Any]:
-        record = runtime.set_power(building, on)
-        return {
-            "building": building,
-            "region": state.building_region(building),
-            "powered": on,
-            "power_share": state.power_share(state.building_region(building)),
-            "training": record.as_json(),
-        }
+        return state.power_answer(building, on, runtime.set_power(building, on).as_json())
 
     @lab.post("/buildings/{building}/power-loss")
     async def power_loss(building: str) -> dict[str, Any]:

@@ -124,8 +124,7 @@ class LabRuntime:
         One fault takes both halves, as a real power loss would; restoring brings both back.
         """
         self.state.building_region(building)  # a 404 naming the field before anything moves
-        faults = self.training.faults
-        record = faults.power_restore(building) if on else faults.power_loss(building)
+        record = self.training.faults.power(building, on)
         self.state.set_power(building, on)
         return record
 

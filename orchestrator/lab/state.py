@@ -128,6 +128,18 @@ class FleetState:
             listener("power", {"building": building, "region": region, "on": on})
         return region
 
+    def power_answer(self, building: str, on: bool, training: dict[str, Any]) -> dict[str, Any]:
+        """What ``/lab/buildings/<b>/power-loss|restore`` answers, ``training`` being the
+        GPU hosts' fault record."""
+        region = self.building_region(building)
+        return {
+            "building": building,
+            "region": region,
+            "powered": on,
+            "power_share": self.power_share(region),
+            "training": training,
+        }
+
     def topology(self) -> Topology:
         base = self._base_topology
         return base.model_copy(

@@ -235,9 +235,7 @@ def create_haproxy_app(
         """A building's power: its GPU hosts and its share of its region's connections
         (HAProxy follows within a sample, :func:`Beside.apply`)."""
         beside.set_power(building, on)  # refuses (404, a dark region) before anything moves
-        return (
-            training.faults.power_restore(building) if on else training.faults.power_loss(building)
-        )
+        return training.faults.power(building, on)
 
     mount_training(
         app,
@@ -301,14 +299,7 @@ def _mount_power(
     async def switch(building: str, on: bool) -> dict[str, Any]:
         record = power(building, on)
         await beside.apply(plane.fleet())
-        region = beside.state.building_region(building)
-        return {
-            "building": building,
-            "region": region,
-            "powered": on,
-            "power_share": beside.state.power_share(region),
-            "training": record.as_json(),
-        }
+        return beside.state.power_answer(building, on, record.as_json())
 
     @lab.post("/buildings/{building}/power-loss")
     async def power_loss(building: str) -> dict[str, Any]:

@@ -101,6 +101,10 @@ class TrainingFaults:
             self.cluster.hosts[host] = h.model_copy(update={"state": HostState.IDLE})
         return self._record("host-up", host, [], self.cluster.clock())
 
+    def power(self, building: str, on: bool) -> FaultRecord:
+        """The building's GPU hosts lose (``on`` False) or get back their power."""
+        return self.power_restore(building) if on else self.power_loss(building)
+
     def power_loss(self, building: str) -> FaultRecord:
         names = [h.name for h in self.cluster.hosts.values() if h.building == building]
         if not names:

@@ -70,10 +70,7 @@ def mount_training(
     """``power(building, on)`` cuts or restores a whole building (hosts and traffic share);
     without it a power fault reaches the GPU hosts only."""
     if power is None:
-
-        def power(building: str, on: bool) -> FaultRecord:
-            faults = cluster.faults
-            return faults.power_restore(building) if on else faults.power_loss(building)
+        power = cluster.faults.power
 
     v1 = APIRouter(prefix="/v1", dependencies=list(v1_dependencies), tags=["training"])
 
