@@ -33,7 +33,7 @@ REBALANCE = LazyGroup(
             for name, text in {
                 "start": "Start the rebalancer (workflow id `rebalancer`); a running one is left "
                 "as it is.",
-                "stop": "Stop the rebalancer.",
+                "stop": "Stop the rebalancer after the epoch in progress.",
                 "status": "Current table, utilization, overrides and the last epochs.",
                 "pause": "Pause: no table is published until resumed; new overrides are refused.",
                 "resume": "Resume publishing; an epoch runs at once.",

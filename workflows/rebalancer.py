@@ -25,11 +25,13 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.contracts.rebalancer import (
         HOLDS_MEMO,
         KEPT_EPOCHS,
+        STOPPED_MEMO,
         EpochRecord,
         PauseInput,
         RebalancerInput,
         RebalancerStatus,
         ResumeInput,
+        StopInput,
     )
     from orchestrator.temporal import RUN_KIND
     from workflows import observe
@@ -59,6 +61,8 @@ class TrafficRebalanceWorkflow(OverrideIntake):
         self.retry_s: float | None = None
         #: the holds as last written to the memo (carried over by continue-as-new)
         self._memo_holds = workflow.memo_value(HOLDS_MEMO, None)
+        #: ``request_stop``: the run ends at the next epoch boundary, never inside an epoch
+        self.stop: StopInput | None = None
 
     @workflow.run
     async def run(self, inp: RebalancerInput) -> None:
@@ -66,19 +70,42 @@ class TrafficRebalanceWorkflow(OverrideIntake):
         observe.rebalancer_paused(self.state.paused_by is not None)
         first = self.state.epoch == 0
         for _ in range(inp.epochs_per_run):
-            if workflow.info().is_continue_as_new_suggested():
+            if workflow.info().is_continue_as_new_suggested() or self.stop is not None:
                 break
             if not first:
                 await self._sleep_until_next_epoch()
             first = False
-            if self.state.paused_by is None:
+            if self.state.paused_by is None and self.stop is None:
                 await self._epoch()
-        while self.retry_s is not None and self.state.paused_by is None:
+        while self.retry_s is not None and self.state.paused_by is None and self.stop is None:
             # An override is waiting on a retry: settle it before continuing as new.
             await self._sleep_until_next_epoch()
             await self._epoch()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.stop is not None:
+            self._stopped(self.stop)
+            return
         workflow.continue_as_new(inp.model_copy(update={"state": self.state}))
+
+    def _stopped(self, stop: StopInput) -> None:
+        """End the run: refuse the requests no epoch will settle now (their owners learn at
+        once, and a drain's hold not yet in force is withdrawn); the holds in force stay in
+        the memo for the next run."""
+        why = f"the rebalancer was stopped by {stop.by}" + (
+            f": {stop.reason}" if stop.reason else ""
+        )
+        self._settle((self.overrides.changes, len(self.state.pending)), failure=why)
+        workflow.upsert_memo(
+            {
+                STOPPED_MEMO: {
+                    "by": stop.by,
+                    "reason": stop.reason,
+                    "epoch": self.state.epoch,
+                    "version": self.state.last_good_version,
+                }
+            }
+        )
+        workflow.logger.info("stopped after epoch %s: %s", self.state.epoch, why)
 
     async def _sleep_until_next_epoch(self) -> None:
         wait_s = self.next_epoch_s()
@@ -220,6 +247,16 @@ class TrafficRebalanceWorkflow(OverrideIntake):
         observe.rebalancer_paused(False)
         self.wake = True
         return self.status()
+
+    @workflow.signal
+    def request_stop(self, inp: StopInput) -> None:
+        """A signal, not an Update, for the reason in :mod:`workflows.rebalancer_intake`.
+        Unlike a terminate, the epoch in progress ends first: a publish in flight lands
+        before the run is closed, never after (a write typed after ``rebalance stop``
+        returns cannot meet it)."""
+        if self.stop is None:
+            self.stop = inp
+            self.wake = True
 
     @workflow.query
     def status(self) -> RebalancerStatus:

@@ -23,15 +23,18 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.clients.rebalancer import stop_rebalancer
 from orchestrator.commands.output import JSON_OPTION, console, fail, print_json
 from orchestrator.commands.temporal_call import with_client
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import (
     REBALANCER_ID,
+    STOPPED_MEMO,
     PauseInput,
     RebalancerInput,
     RebalancerStatus,
     ResumeInput,
+    StopInput,
 )
 from orchestrator.exceptions import UnsafeRequest
 from orchestrator.policy.rebalance.model import Constraints
@@ -49,7 +52,8 @@ class NotRunning(BaseModel):
 
     workflow_id: str = REBALANCER_ID
     running: bool = False
-    #: never_started, failed, terminated, canceled, timed_out, completed, other_task_queue
+    #: never_started, stopped (``rebalance stop``), failed, terminated, canceled, timed_out,
+    #: completed, other_task_queue
     status: str
     closed_at: datetime | None = None
     cause: str = ""
@@ -94,6 +98,12 @@ async def rebalancer_not_running(client: Client, task_queue: str) -> NotRunning 
             return NotRunning(status="other_task_queue", cause=described.task_queue)
         return None
     status = described.status.name.lower() if described.status else "closed"
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        stopped = (await described.memo()).get(STOPPED_MEMO)
+        if isinstance(stopped, dict):
+            reason = stopped.get("reason") or ""
+            by = f"by {stopped.get('by')}" + (f", {reason}" if reason else "")
+            return NotRunning(status="stopped", closed_at=described.close_time, cause=by)
     return NotRunning(
         status=status, closed_at=described.close_time, cause=await _close_cause(handle)
     )
@@ -142,18 +152,34 @@ def start(
     console.print(f"rebalancer running (workflow id {REBALANCER_ID}, run {run_id})")
 
 
-def stop(reason: str = typer.Option("stopped from the CLI", help="Recorded in history.")) -> None:
-    """Stop the rebalancer. The routing table stays as last published."""
+def stop(
+    reason: str = typer.Option("stopped from the CLI", help="Recorded in history."),
+    timeout_s: float = typer.Option(
+        30.0, "--timeout-s", min=0, help="Wait this long for the epoch in progress, then terminate."
+    ),
+) -> None:
+    """Stop the rebalancer after the epoch in progress.
 
-    async def body(client: Client, _settings: Settings) -> None:
+    The routing table stays as published. The run ends at an epoch boundary, so a publish in flight lands before this returns,
+    never after it; requests no epoch settled are refused, so their drains learn at once.
+    A run that does not stop within --timeout-s (no worker polling, a publish retrying
+    against an unreachable fleet) is terminated, and this says so.
+    """
+
+    async def body(client: Client, _settings: Settings) -> str:
         handle = _handle(client)
         desc = await handle.describe()
         if desc.status != WorkflowExecutionStatus.RUNNING:
-            return
-        await handle.terminate(reason=reason)
+            return "rebalancer not running; nothing to stop"
+        stop = StopInput(by=getpass.getuser(), reason=reason)
+        if not await stop_rebalancer(handle, stop, timeout_s):
+            return (
+                f"rebalancer terminated: it did not stop within {timeout_s:g} s; a publish in "
+                "flight may still land"
+            )
+        return "rebalancer stopped after its epoch in progress; routing left as last published"
 
-    with_client(body, "rebalancer")
-    console.print("rebalancer stopped; routing left as last published")
+    console.print(with_client(body, "rebalancer"))
 
 
 def status(as_json: bool = JSON_OPTION) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "ResumeInput",
     "RoutingWriter",
     "SetOverrideInput",
+    "StopInput",
     "hold_memo",
     "holds_from_memo",
 ]
@@ -43,6 +44,8 @@ KEPT_TICKETS = 200
 #: the memo key under which the rebalancer keeps the holds it enforces, so that a new run
 #: (after a failure, a terminate or ``rebalance stop``/``start``) recovers them
 HOLDS_MEMO = "holds"
+#: the memo key under which a run stopped by ``request_stop`` says who stopped it and why
+STOPPED_MEMO = "stopped"
 
 
 class EpochRecord(BaseModel):
@@ -189,6 +192,13 @@ class PauseInput(BaseModel):
 
 class ResumeInput(BaseModel):
     by: str = Field(min_length=1)
+
+
+class StopInput(BaseModel):
+    """``request_stop``: end the run after the epoch in progress (its publish included)."""
+
+    by: str = Field(min_length=1)
+    reason: str = ""
 
 
 class RebalancerStatus(BaseModel):

@@ -28,10 +28,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.activities.load_test import routing_difference
+from orchestrator.clients.rebalancer import stop_rebalancer
 from orchestrator.contracts.load_test import LoadTestInput
-from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus
-from orchestrator.exceptions import VersionConflict
-from orchestrator.models import RoutingTable, RoutingWrite
+from orchestrator.contracts.rebalancer import RebalancerInput, RebalancerStatus, StopInput
+from orchestrator.models import RoutingWrite
 from orchestrator.waiting import wait_until_async
 from testkit.haproxy import settled_routing
 from tests.lab.haproxy.test_data_plane import of
@@ -85,25 +85,6 @@ async def test_rebalancer_and_load_test_read_promql(
         await rebalance_then_load_test(rig)
 
 
-async def write_after_rebalancer(rig: Rig, write: RoutingWrite) -> RoutingTable:
-    """``write`` over the table found, once the terminated rebalancer's last write is in.
-
-    Terminating a workflow does not stop its running activity: an epoch's publish already
-    under way still lands, and did, between this test's read and its write (409, CI on
-    779b823). Epochs run one at a time, so at most one such write follows the terminate; a
-    conflict is that write, and the table read after it is the one to write over, as any
-    If-Match writer does (the activities' own writes re-read on a 409 too)."""
-    for attempt in range(2):
-        table = await rig.fleet.routing()
-        try:
-            return await rig.fleet.write_routing(
-                write, if_match=table.version, idempotency_key=f"after-rebalancer-{attempt}"
-            )
-        except VersionConflict:
-            continue
-    raise AssertionError("the routing kept changing after the rebalancer was terminated")
-
-
 async def rebalance_then_load_test(rig: Rig) -> None:
     before = await rig.fleet.routing()
     assert set(of(before, "p1")) == {"east"}
@@ -129,12 +110,18 @@ async def rebalance_then_load_test(rig: Rig) -> None:
             ]
         assert "west" in {a.json().get("region") for a in answers if a.status_code == 200}
     finally:
-        await handle.terminate("rebalance checked")
+        # a stop, not a terminate: the epoch in flight lands first, so the write below
+        # (If-Match on the table read after the stop) meets no later publish
+        stop = StopInput(by="test", reason="rebalance checked")
+        assert await stop_rebalancer(handle, stop, timeout_s=60)
 
     # With the rebalancer gone the load test writes its pins itself (its lag would move
     # west's baseline under the test). West carries a quarter of the demand to start with.
     quarter = RoutingWrite(fractions={"p1": {"east": 0.5, "west": 0.5}, "p2": {"east": 1.0}})
-    found = await write_after_rebalancer(rig, quarter)
+    table = await rig.fleet.routing()
+    found = await rig.fleet.write_routing(
+        quarter, if_match=table.version, idempotency_key="after-rebalancer"
+    )
     await steady(rig, "west", OFFERED_RPS / 4)  # the baseline must be the new table's
     result = await rig.client.execute_workflow(
         LiveLoadTestWorkflow.run,

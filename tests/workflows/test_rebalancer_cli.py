@@ -48,9 +48,9 @@ class TestRebalanceCommands:
             assert (await status_of(stack))["paused_by"] is None
         finally:
             code, out, err = await cli(stack, "rebalance", "stop")
-        assert code == 0 and "stopped" in out, err
+        assert code == 0 and "stopped after its epoch in progress" in out, err
         desc = await stack.client.get_workflow_handle("rebalancer").describe()
-        assert desc.status == WorkflowExecutionStatus.TERMINATED
+        assert desc.status == WorkflowExecutionStatus.COMPLETED
 
 
 class TestNotRunning:
@@ -58,7 +58,7 @@ class TestNotRunning:
     exits non-zero, and never shows the closed run's last epoch as if it were live;
     `undrain` without a rebalancer refuses at once, before any workflow starts."""
 
-    async def test_status_of_a_terminated_rebalancer(self, stack: Stack) -> None:
+    async def test_status_of_a_stopped_rebalancer(self, stack: Stack) -> None:
         code, out, err = await cli(stack, "rebalance", "start", "--epoch-s", "0.5")
         assert code == 0, err
         code, out, err = await cli(stack, "rebalance", "stop", "--reason", "chaos test")
@@ -66,12 +66,22 @@ class TestNotRunning:
 
         code, out, err = await cli(stack, "rebalance", "status")
         assert code != 0
-        assert "terminated" in err and "chaos test" in err and "running" not in out
-        assert "rebalance start" in err
+        assert "the rebalancer stopped" in err and "chaos test" in err
+        assert "running" not in out and "rebalance start" in err
         code, out, err = await cli(stack, "rebalance", "status", "--json")
         assert code != 0
         answer = json.loads(out)
-        assert answer["running"] is False and answer["status"] == "terminated"
+        assert answer["running"] is False and answer["status"] == "stopped"
+
+    async def test_status_of_a_terminated_rebalancer(self, stack: Stack) -> None:
+        code, out, err = await cli(stack, "rebalance", "start", "--epoch-s", "0.5")
+        assert code == 0, err
+        await stack.client.get_workflow_handle("rebalancer").terminate(reason="chaos test")
+
+        code, out, err = await cli(stack, "rebalance", "status", "--json")
+        assert code != 0
+        answer = json.loads(out)
+        assert answer["status"] == "terminated" and answer["cause"] == "chaos test"
 
     async def test_undrain_refused_without_a_rebalancer(self, stack: Stack) -> None:
         handle = stack.client.get_workflow_handle("rebalancer")
