@@ -2,7 +2,8 @@
 
 Each instance is solved twice, by column generation from each PoP's ``k`` nearest
 regions (``k`` as small as 1, so pricing and phase 1 both have work to do) and by
-the LP over every allowed pair; the objectives must agree to 1e-6 relative.
+the LP over every allowed pair; column generation's objective must be no worse, to 1e-6
+relative, with the same row sums and within the same caps.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.models import RegionStatus
@@ -73,9 +74,41 @@ def latency(instance: SolverInstance, table: np.ndarray) -> float:
     return float((c.t[:, None] * table * c.rtt**2).sum())
 
 
+def _tight_spread() -> SolverInstance:
+    """Hypothesis' example on which the full LP stopped short of the optimum."""
+    near = {"r0": 1.0, "r1": 1.0, "r2": 1.0, "r3": 1.0}
+    pops: list[dict[str, Any]] = [
+        {"name": "p0", "demand": 100.0, "rtt_ms": {**near, "r2": 2.0, "r3": 1.125}},
+        {"name": "p1", "demand": 100.0, "rtt_ms": near},
+    ]
+    pops[0]["fractions"], pops[1]["fractions"] = {"r3": 1.0}, {"r0": 1.0}
+    pops += [
+        {"name": f"p{i}", "demand": 1.0, "rtt_ms": near, "fractions": {"r0": 1.0}}
+        for i in range(2, 7)
+    ]
+    pops.append(
+        {"name": "p7", "demand": 1.0, "rtt_ms": {**near, "r3": 115.0}, "fractions": {"r2": 1.0}}
+    )
+    capacities = {"r0": 156.5, "r1": 51.5, "r2": 52.5, "r3": 151.5}
+    return SolverInstance.model_validate(
+        {
+            "regions": [
+                {"name": r, "capacity": cap, "utilization": 0.0, "status": RegionStatus.ACTIVE}
+                for r, cap in capacities.items()
+            ],
+            "pops": pops,
+            "constraints": {"max_utilization_increase": 0.2, "target_utilization": 0.7},
+        }
+    )
+
+
+TIGHT_SPREAD = _tight_spread()
+
+
 class TestSameOptimumAsTheFullLP:
     @SETTINGS
     @given(instances(), st.sampled_from([1, 2, 3]))
+    @example(TIGHT_SPREAD, 1)
     def test_objective_matches(self, instance: SolverInstance, k: int) -> None:
         c = compile_instance(instance)
         if not c.active.any():
@@ -91,7 +124,11 @@ class TestSameOptimumAsTheFullLP:
         if full is None or reduced is None:
             return
         want, got = latency(instance, full), latency(instance, reduced)
-        assert abs(got - want) <= 1e-6 * max(abs(want), 1e-9)
+        # Never worse than the LP over every pair. Better is allowed: that LP stops within
+        # HiGHS's tolerances too, and on TIGHT_SPREAD (RTT^2 from 1 to 13,225, two regions
+        # binding) it left 0.1 rps of a PoP on a farther region, 1.4e-4 over the optimum
+        # column generation found; the checks below keep such a table honest.
+        assert got <= want + 1e-6 * max(abs(want), 1e-9)
         # and it is a table the full LP would accept: same row sums, same caps
         assert np.allclose(reduced.sum(axis=1), full.sum(axis=1))
         assert np.all(c.predicted(reduced)[c.active] <= max_util + 1e-7)
