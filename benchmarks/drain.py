@@ -237,7 +237,11 @@ def window_summary(health: HealthReport, region: str) -> dict[str, Any]:
 
 
 def shortest_safe_schedule(
-    topology: Any, health: HealthReport, region: str, cold_factor: float = COLD_FACTOR
+    topology: Any,
+    health: HealthReport,
+    region: str,
+    cold_factor: float = COLD_FACTOR,
+    warm_after_s: float = WARM_AFTER_S,
 ) -> dict[str, Any]:
     """k_min and k_min x warm_after_s (see the module docstring)."""
     cap = {r.name: r.capacity_rps.get("web", 0.0) for r in topology.regions}
@@ -264,16 +268,18 @@ def shortest_safe_schedule(
         "rule": "k_min = max_r ceil((cold_factor-1) L_r / (target C_r - B_r - L_r)); "
         "shortest = k_min x warm_after_s",
         "cold_factor": cold_factor,
-        "warm_after_s": WARM_AFTER_S,
+        "warm_after_s": warm_after_s,
         "target_utilization": TARGET,
         "drained_load_rps": round(drained, 2),
         "receivers": per,
         "k_min": k_min,
-        "shortest_safe_s": k_min * WARM_AFTER_S,
+        "shortest_safe_s": k_min * warm_after_s,
     }
 
 
-def write_runbooks(workdir: Path, k: int, paced: bool) -> tuple[Path, Path]:
+def write_runbooks(
+    workdir: Path, k: int, paced: bool, warm_after_s: float = WARM_AFTER_S
+) -> tuple[Path, Path]:
     share = math.ceil(10000 / k) / 100  # rounded up, so the last step reaches 100%
     steps = f'steps: "{k} x {share:g}%"' if paced else ""
     # The gates hold twice before they fail, as in runbooks/region-drain.yaml: a p99 read
@@ -286,9 +292,9 @@ def write_runbooks(workdir: Path, k: int, paced: bool) -> tuple[Path, Path]:
     folder = workdir / name
     folder.mkdir(exist_ok=True)
     drain = folder / "lab-drain.yaml"
-    drain.write_text(DRAIN.format(steps=steps, wait=WARM_AFTER_S if paced else 0, gates=gates))
+    drain.write_text(DRAIN.format(steps=steps, wait=warm_after_s if paced else 0, gates=gates))
     restore = folder / "lab-restore.yaml"
-    restore.write_text(RESTORE.format(k=k, share=share, wait=WARM_AFTER_S))
+    restore.write_text(RESTORE.format(k=k, share=share, wait=warm_after_s))
     return drain, restore
 
 

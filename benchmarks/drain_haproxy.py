@@ -7,10 +7,11 @@ routing map the adapter writes, a uvicorn backend per region, capacity as ``maxc
 / ``maxqueue``) and 8x the traffic: Locust (``orchestrator lab traffic --processes 2``,
 FastHttpUser, one user per rps) offers 1,200 rps. The lab is drain.py's with a fourth
 region and pools sized so the web utilizations are drain.py's (48% before the drain, 64%
-warm after it, k_min = 3 at the full rate; see ``POOLS``). Each trial starts a fresh lab
-and Locust; one Temporal dev server, and per trial a worker and a TrafficRebalanceWorkflow
-(the only writer of the map), run here. The gates, SLO (800 ms) and target (75%) are
-drain.py's.
+warm after it, k_min = 3 at the full rate; see ``POOLS``), and its buckets stay cold 15 s,
+not 6 (``WARM_AFTER_S``: over 6 s the naive drain was not always worse). Each trial starts
+a fresh lab and Locust; one Temporal dev server, and per trial a worker and a
+TrafficRebalanceWorkflow (the only writer of the map), run here. The gates, SLO (800 ms)
+and target (75%) are drain.py's.
 
 Measured per trial, medians and worst over ``--trials`` (default 3):
 
@@ -35,32 +36,48 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
   override, the rebalancer's next 1 s epoch, the map write), to +-0.1 s. It does not
   include the wait before the gate (``warm_after_s``) nor the 5 s metric window.
 
-    python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~2.5 min/trial)
+    python benchmarks/drain_haproxy.py [--trials N] [--rps R] [--out PATH]   (~5 min/trial)
 
-Results (results/drain_haproxy.json, 3 trials, 02:34-02:42 UTC 2026-12-07, the 2-core
-machine otherwise idle: load average 3.5-3.7, most of it this benchmark's own processes).
-7 of 8 claims hold. Before the drain: 1,197-1,219 rps served of 1,200 offered, 0 5xx at
-57-64% web utilization (HAProxy's slot occupancy 58-63%). The three paced drains (k_min 7,
-6, 6 at the measured loads) took 1.19-1.23x the shortest safe schedule (49.8 s against 42,
-43.1 and 44.4 against 36; gate to decision 0.57-0.67 s a step) and completed with 0 5xx
-and no gate holding, receivers' p99 410-581 ms (SLO 800), utilization 0.72-0.73;
-restores completed. The naive drain was worse in 2 of 3 trials, not all: 120 and 117
-drain-caused 5xx (1.0-1.1%, every one HAProxy's ``econ``, a receiver's queue full) with
-receivers' p99 1,108 and 903 ms at utilization 1.0 and 0.95; in the third, 0 5xx and p99
-784 ms (16 ms under the SLO) at 0.91, its receivers' queues at 149-160 of 160. So the
-claim is not met. Cold factor 4 since this run (3 before): at 3 the naive surge was
-under capacity (see ``COLD_FACTOR``) and no trial of three showed harm.
-CPU per 1,000 rps served, pre-drain: HAProxy 0.19-0.21 cores (0.23-0.24 during the drain,
-with the 10 Hz map poll).
-The run before (cold factor 3; 23:50 UTC 2026-12-06): paced 1.19-1.24x (k_min 5, 4, 4),
+Each trial's record is written to ``PATH`` with ``.trials.json`` for its suffix as soon as
+it is in, so a crash in a later trial keeps the earlier ones.
+
+Results (results/drain_haproxy.json, 3 trials, 11:14-11:28 UTC 2026-12-07, the 2-core
+machine otherwise idle: load average 1.8-2.6, most of it this benchmark's own processes;
+862 s). 9 of 9 claims hold. Before the drain: 1,212-1,214 rps served of 1,200 offered, 0
+5xx at 53-57% web utilization. The three paced drains (k_min 6 each at the measured loads)
+took 1.056-1.059x the shortest safe schedule (95.1-95.3 s against 6 x 15 s; gate to
+decision 0.42-0.45 s median a step, 0.51 s worst) and completed with 0 5xx and no gate
+holding, receivers' p99 409 ms (SLO 800), utilization 0.72-0.75; restores completed. The
+naive drain was worse in 3 of 3: 353-589 drain-caused 5xx (1.7% of its window at best),
+receivers' p99 877-934 ms, utilization 1.0.
+What changed since the run before (below): a bucket stays cold 15 s, not 6
+(``WARM_AFTER_S``), with the rebalancer's epoch and the warm-up scaled alike (``SCALE``).
+Two runs on the way, one trial each counted: at 15 s with 1 s epochs the paced drain
+overloaded its receivers (5xx, p99 over the SLO, utilization over 80%) while the naive
+one was worse; with 2.5 s epochs but 25 s of warm-up, 3 trials met 8 of 9 claims (paced
+1.055-1.061x, 0 drain-caused 5xx, naive worse 3 of 3 with 10-147 drain-caused 5xx and
+p99 948-1,064 ms) and missed one: a paced drain's receivers averaged 0.815, on a baseline
+read at 0.58-0.69 while the first epochs' moves were still cold.
+The run before (cold 6 s; 02:34-02:42 UTC 2026-12-07), 7 of 8 claims: paced 1.19-1.23x
+(k_min 7, 6, 6), 0 5xx, p99 410-581 ms, utilization 0.72-0.73; the naive drain worse in 2
+of 3 trials, not all: 120 and 117 drain-caused 5xx (every one HAProxy's ``econ``, a
+receiver's queue full), p99 1,108 and 903 ms; in the third, 0 5xx and p99 784 ms (16 ms
+under the SLO) at 0.91, its receivers' queues at 149-160 of 160. Over 6 s the naive
+surge's excess (~29 slot-seconds a receiver) was under what a queue of 160 holds (~51),
+so it overflowed only on an uneven split; over 15 s it is ~72. Cold factor 4 since that
+run (3 before): at 3 the naive surge was under capacity (see ``COLD_FACTOR``) and no trial
+of three showed harm.
+CPU per 1,000 rps served, pre-drain: HAProxy 0.18-0.19 cores (0.20 during the drain, with
+the 10 Hz map poll); the run before, 0.19-0.21 (0.23-0.24).
+Two runs before (cold factor 3; 23:50 UTC 2026-12-06): paced 1.19-1.24x (k_min 5, 4, 4),
 0 drain-caused 5xx, p99 310-436 ms; the naive drain 0 5xx, p99 565-647 ms, utilization
 0.87-0.93.
-What changed between 1.27-1.29x (two runs back) and that run: a drain step waits for its override to be
-in force, and one trial's Temporal history showed where the 6.1 s beyond 4 x 6 s went:
-0.85 s of reads before the first step (the capacity check's four reads one after another),
-0.6-1.35 s per override (the rebalancer's epoch reading topology, routing and health one
-after another, then the owner's first ticket poll 0.5 s x +-50% after the signal), and
-0.2-0.5 s per gate read. The reads now go at once (``clients/drains.py``,
+What changed between 1.27-1.29x (three runs back) and the one after: a drain step waits for
+its override to be in force, and one trial's Temporal history showed where the 6.1 s beyond
+4 x 6 s went: 0.85 s of reads before the first step (the capacity check's four reads one
+after another), 0.6-1.35 s per override (the rebalancer's epoch reading topology, routing
+and health one after another, then the owner's first ticket poll 0.5 s x +-50% after the
+signal), and 0.2-0.5 s per gate read. The reads now go at once (``clients/drains.py``,
 ``activities/rebalance.py``) and a ticket is polled from 0.1 s (``clients/overrides.py``);
 with the polling alone, 3 trials took 1.24-1.27x.
 Before that (5 of 8 met: 330, 24 and 48 drain-caused 5xx, paced 1.46-1.80x): in one more
@@ -156,6 +173,27 @@ POOLS = {
 #: (k_min = 5 at the nominal loads). 5x (128%) was tried: its one trial's paced drain had
 #: drain-caused 5xx and took more than 1.25x, so cold buckets that slow outrun the gates.
 COLD_FACTOR = 4.0
+#: How long a bucket stays cold in a receiver: 15 s here, drain.py's 6 s before. The
+#: naive drain's surge is over a receiver's capacity only while its buckets are cold; at
+#: the nominal loads the excess is ~4.8 slot-seconds a second (80 rps moved onto each
+#: receiver at 3 x 80 ms extra, onto 14.4 spare slots of 40), 29 slot-seconds over 6 s,
+#: while a queue of 160 holds ~51: the surge overflowed it only when the split was uneven
+#: (2 of 3 trials, the third p99 784 ms, 16 ms under the SLO). Over 15 s the excess is
+#: ~72, past the queue on any split. The paced drain is slower by the same factor
+#: (``k_min x warm_after_s``), its fixed per-step costs a smaller share.
+WARM_AFTER_S = 15.0
+#: The rebalancer's epoch and the warm-up before the baseline scale with the cold period,
+#: drain.py's 1 s and 25 s against its 6 s (six epochs a cold period; Taiji's epoch is 5
+#: minutes, about a cache's warm-up). At 1 s against 15 s its epochs read the receivers'
+#: cold-inflated utilization fifteen times a cold period and moved buckets between them,
+#: cold again where they landed: in the one trial run so, the paced drain overloaded its
+#: receivers (5xx, p99 over the SLO). At 2.5 s with drain.py's 25 s of warm-up, the
+#: baseline was read while the first epochs' moves were still cold (web utilization
+#: 0.60-0.69 against 0.51-0.64), and one paced drain's receivers averaged 0.815. An
+#: override wakes the rebalancer at once, so a drain step does not wait for an epoch.
+SCALE = WARM_AFTER_S / drain.WARM_AFTER_S
+EPOCH_S = SCALE * 1.0
+WARMUP_S = SCALE * drain.WARMUP_S
 #: drain.py's: a region backend follows HAProxy's live map (orchestrator/lab/haproxy/backend.py),
 #: so a bucket routed to a region stays warm there however quiet, as in the Python lab.
 EVICT_AFTER_S = drain.EVICT_AFTER_S
@@ -164,7 +202,9 @@ EVICT_AFTER_S = drain.EVICT_AFTER_S
 def lab_config(rps: float = TRAFFIC_RPS) -> dict[str, Any]:
     """drain.py's lab with a fourth region and its pools sized for ``rps``."""
     config = drain.lab_config()
-    config["cold"].update({"factor": COLD_FACTOR, "evict_after_s": EVICT_AFTER_S})
+    config["cold"].update(
+        {"factor": COLD_FACTOR, "warm_after_s": WARM_AFTER_S, "evict_after_s": EVICT_AFTER_S}
+    )
     factor = rps / TRAFFIC_RPS
     fourth = dict(config["regions"][0], name=FOURTH["name"], buildings=FOURTH["buildings"])
     fourth.pop("building_shares", None)
@@ -313,13 +353,13 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
     async with worker:
         rebalancer = await client.start_workflow(
             TrafficRebalanceWorkflow.run,
-            RebalancerInput(epoch_s=1.0, window_s=5),
+            RebalancerInput(epoch_s=EPOCH_S, window_s=5),
             id=REBALANCER_ID,
             task_queue=queue,
         )
         try:
             await drain._trusted_epoch(rebalancer)
-            await asyncio.sleep(drain.WARMUP_S)
+            await asyncio.sleep(WARMUP_S)
             cpu = CpuWindow(lab.cpu_groups())
             cpu.start()
             first = await snapshot(lab)
@@ -334,12 +374,14 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             out["baseline"]["cpu"] = cpu_summary(cpu.stop(), served(out["baseline"]))
             out["load_average_at_baseline"] = load_average()
             schedule = drain.shortest_safe_schedule(
-                await fleet.topology(), health, REGION, COLD_FACTOR
+                await fleet.topology(), health, REGION, COLD_FACTOR, WARM_AFTER_S
             )
             out["shortest_safe_schedule"] = schedule
             k = schedule["k_min"]
 
-            paced_book, restore_book = drain.write_runbooks(workdir, k, paced=True)
+            paced_book, restore_book = drain.write_runbooks(
+                workdir, k, paced=True, warm_after_s=WARM_AFTER_S
+            )
             cpu = CpuWindow(lab.cpu_groups())
             cpu.start()
             first = await snapshot(lab)
@@ -373,7 +415,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
             await asyncio.sleep(EVICT_AFTER_S + 2.0)  # the receivers cold again
             before = drain.window_summary(await fleet.health(drain.BASELINE_S), REGION)
             out["baseline_before_naive"] = before
-            naive_book, _ = drain.write_runbooks(workdir, k, paced=False)
+            naive_book, _ = drain.write_runbooks(workdir, k, paced=False, warm_after_s=WARM_AFTER_S)
             first = await snapshot(lab)
             started = time.monotonic()
             try:
@@ -382,7 +424,8 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
                 )
             except WorkflowFailureError as exc:
                 naive = {"outcome": f"failed: {exc.cause}"}
-            await asyncio.sleep(drain.HOLD_S)
+            # the whole cold period after the naive step, as drain.py's HOLD_S is for its 6 s
+            await asyncio.sleep(WARM_AFTER_S + drain.HOLD_S - drain.WARM_AFTER_S)
             naive["window"] = drain.window_summary(
                 await fleet.health(time.monotonic() - started), REGION
             )
@@ -398,7 +441,7 @@ async def _trial(client: Client, lab: HAProxyLab, workdir: Path, queue: str) -> 
     return out
 
 
-async def run(trials: int, rps: float) -> dict[str, Any]:
+async def run(trials: int, rps: float, partial: Path) -> dict[str, Any]:
     env = await start_dev_server()
     started = time.monotonic()
     runs: list[dict[str, Any]] = []
@@ -407,6 +450,8 @@ async def run(trials: int, rps: float) -> dict[str, Any]:
             with tempfile.TemporaryDirectory() as tmp:
                 runs.append(await trial(env.client, Path(tmp), rps))
             print(f"trial {n + 1}/{trials}: {json.dumps(runs[-1]['verdicts'])}", flush=True)
+            # each trial's record as soon as it is in: a later trial's crash keeps it
+            partial.write_text(json.dumps(runs, indent=1, default=str) + "\n")  # noqa: ASYNC240
     finally:
         await env.shutdown()
     return {
@@ -435,9 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be at least 1")
-    result = asyncio.run(run(args.trials, args.rps))
-    result["summary"] = summary(result)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(run(args.trials, args.rps, args.out.with_suffix(".trials.json")))
+    result["summary"] = summary(result)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(json.dumps({"aggregate": result["aggregate"], "verdicts": result["verdicts"]}, indent=1))
     return 0 if all(result["verdicts"].values()) else 1
