@@ -22,6 +22,8 @@ HISTORIES = sorted(HERE.glob("*.json"))
 EXPECTED = {
     "fleet_snapshot": "FleetSnapshotWorkflow",
     "rebalancer": "TrafficRebalanceWorkflow",
+    #: stopped by request_stop during a publish: tests/histories/record_stop.py
+    "rebalancer_stopped": "TrafficRebalanceWorkflow",
     "region_drain": "RunbookWorkflow",
     "region_restore": "RunbookWorkflow",
     "load_test": "LiveLoadTestWorkflow",
