@@ -306,9 +306,7 @@ class TestReadmePath:
         assert readme_commands() == TYPED
 
     @pytest.mark.slow
-    # judges the lab's real-time physics: next to the other tests, which make test runs
-    # under nice, so this test's processes get the CPU first (scripts/run-tests.sh)
-    @pytest.mark.beside
+    @pytest.mark.solo  # judges the lab's real-time physics: nothing else may take its CPU
     @pytest.mark.timeout(1200)
     def test_drain_undrain_loadtest(self, session: Session) -> None:
         fleet = Fleet(session.lab_url)
