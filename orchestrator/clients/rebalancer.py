@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.contracts.rebalancer import StopInput
 
@@ -28,6 +29,11 @@ async def stop_rebalancer(
         await asyncio.wait_for(handle.result(), timeout=timeout_s)
     except TimeoutError:
         reason = f"{stop.reason or 'stopped'} (not stopped within {timeout_s:g} s)"
-        await handle.terminate(reason=reason)
+        try:
+            await handle.terminate(reason=reason)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return True  # it closed by itself between the wait and the terminate
         return False
     return True

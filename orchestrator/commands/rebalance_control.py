@@ -160,10 +160,11 @@ def stop(
 ) -> None:
     """Stop the rebalancer after the epoch in progress.
 
-    The routing table stays as published. The run ends at an epoch boundary, so a publish in flight lands before this returns,
-    never after it; requests no epoch settled are refused, so their drains learn at once.
-    A run that does not stop within --timeout-s (no worker polling, a publish retrying
-    against an unreachable fleet) is terminated, and this says so.
+    The routing table stays as published. The run ends at an epoch boundary, so a publish
+    in flight lands before this returns, never after it; requests no epoch settled are
+    refused, so their drains learn at once. A run that does not stop within --timeout-s
+    (no worker polling, a publish retrying against an unreachable fleet) is terminated,
+    and this says so.
     """
 
     async def body(client: Client, _settings: Settings) -> str:

@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import registry
 from orchestrator.clients.overrides import request_override
+from orchestrator.clients.rebalancer import stop_rebalancer
 from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import (
     STOPPED_MEMO,
@@ -64,7 +65,9 @@ def hold_on(region: str, max_share: float) -> SetOverrideInput:
 
 class TestStopBetweenEpochs:
     """A stop during a publish waits for it: the run closes after the write, records it,
-    refuses the request no epoch took, says in its memo who stopped it, and writes no more."""
+    refuses the request no epoch took, says in its memo who stopped it, and writes no more.
+    A run that does not stop in time (no worker polls its queue) is terminated, and the
+    caller is told so."""
 
     async def test_publish_in_flight_lands_before_the_run_closes(
         self, dev_env: WorkflowEnvironment, model_lab: LabThread, tmp_path: Any
@@ -110,3 +113,17 @@ class TestStopBetweenEpochs:
             assert fleet.writes == writes
             assert (await fleet.routing()).version == routing.version
         await fleet.aclose()
+
+    async def test_a_run_no_worker_polls_is_terminated_after_the_timeout(
+        self, dev_env: WorkflowEnvironment
+    ) -> None:
+        handle = await dev_env.client.start_workflow(
+            TrafficRebalanceWorkflow.run,
+            RebalancerInput(epoch_s=0.5, window_s=1),
+            id=f"rebalancer-{uuid.uuid4().hex[:8]}",
+            task_queue=f"nobody-{uuid.uuid4().hex[:10]}",
+        )
+        stop = StopInput(by="test", reason="no worker")
+        assert await stop_rebalancer(handle, stop, timeout_s=1.0) is False
+        described = await handle.describe()
+        assert described.status == WorkflowExecutionStatus.TERMINATED
