@@ -9,22 +9,13 @@ others, so a change to the stop's commands must come behind ``workflow.patched``
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import uuid
 from pathlib import Path
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-
-from orchestrator import registry
 from orchestrator.clients.overrides import request_override
-from orchestrator.config import Settings
 from orchestrator.contracts.rebalancer import RebalancerInput, SetOverrideInput, StopInput
-from orchestrator.devserver import DevServer
 from orchestrator.lab.config import DemandConfig
-from tests.fixtures.lab import launch_lab
-from tests.fixtures.ports import free_port
-from tests.fixtures.temporal import new_worker
+from tests.histories.recording import recording_stack
 from tests.workflows.test_rebalancer_stop import HeldPublishFleet
 from tests.workflows.training_support import training_config
 from workflows.rebalancer import TrafficRebalanceWorkflow
@@ -33,47 +24,33 @@ HERE = Path(__file__).parent
 
 
 async def record() -> Path:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = DevServer(port=free_port(), ui=False, db_file=Path(tmp) / "t.db")
-        await asyncio.to_thread(server.start, timeout_s=60.0)
-        config = training_config(step_ms=10.0, total_steps=300).model_copy(
-            update={"initial_routing": "nearest", "demand": DemandConfig(total_rps=120.0)}
+    config = training_config(step_ms=10.0, total_steps=300).model_copy(
+        update={"initial_routing": "nearest", "demand": DemandConfig(total_rps=120.0)}
+    )
+    async with recording_stack(config, HeldPublishFleet) as rec:
+        fleet = rec.fleet
+        assert isinstance(fleet, HeldPublishFleet)
+        handle = await rec.client.start_workflow(
+            TrafficRebalanceWorkflow.run,
+            RebalancerInput(epoch_s=0.5, window_s=1),
+            id=f"rebalancer-{uuid.uuid4().hex[:8]}",
+            task_queue=rec.queue,
         )
-        lab = launch_lab(config, mode="model", faults=True)
-        fleet = HeldPublishFleet(lab.url)
-        try:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
-            queue = f"record-{uuid.uuid4().hex[:8]}"
-            settings = Settings(task_queue=queue, fleet_url=lab.url, state_dir=Path(tmp))
-            ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
-            async with new_worker(client, registry.activities(ctx), task_queue=queue):
-                handle = await client.start_workflow(
-                    TrafficRebalanceWorkflow.run,
-                    RebalancerInput(epoch_s=0.5, window_s=1),
-                    id=f"rebalancer-{uuid.uuid4().hex[:8]}",
-                    task_queue=queue,
-                )
-                fleet.hold = True
-                drain = SetOverrideInput(
-                    region="eu-west", owner="record", reason="recorded", max_share=0.5
-                )
-                override = asyncio.create_task(request_override(handle, drain))
-                await asyncio.wait_for(fleet.entered.wait(), 60)
-                await handle.signal(
-                    TrafficRebalanceWorkflow.request_stop, StopInput(by="record", reason="recorded")
-                )
-                fleet.release.set()
-                await asyncio.wait_for(handle.result(), 60)
-                # applied, or refused by the stop if that epoch did not take it: either is
-                # a history worth replaying
-                await asyncio.wait_for(asyncio.gather(override, return_exceptions=True), 60)
-                path = HERE / "rebalancer_stopped.json"
-                path.write_text((await handle.fetch_history()).to_json())
-                return path
-        finally:
-            await fleet.aclose()
-            lab.stop()
-            await asyncio.to_thread(server.stop)
+        fleet.hold = True
+        drain = SetOverrideInput(region="eu-west", owner="record", reason="recorded", max_share=0.5)
+        override = asyncio.create_task(request_override(handle, drain))
+        await asyncio.wait_for(fleet.entered.wait(), 60)
+        await handle.signal(
+            TrafficRebalanceWorkflow.request_stop, StopInput(by="record", reason="recorded")
+        )
+        fleet.release.set()
+        await asyncio.wait_for(handle.result(), 60)
+        # applied, or refused by the stop if that epoch did not take it: either is a
+        # history worth replaying
+        await asyncio.wait_for(asyncio.gather(override, return_exceptions=True), 60)
+        path = HERE / "rebalancer_stopped.json"
+        path.write_text((await handle.fetch_history()).to_json())
+        return path
 
 
 if __name__ == "__main__":
