@@ -5,5 +5,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.lab",
     "tests.fixtures.tiers",
     "tests.fixtures.ordering",
+    "tests.fixtures.ports",
     "pytester",  # tests/platform/test_tiers.py runs pytest on small test files
 ]
