@@ -17,6 +17,7 @@ import inspect
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 __all__ = ["exited", "http_ok", "http_ok_async", "wait_until", "wait_until_async"]
 
@@ -74,16 +75,28 @@ async def wait_until_async(
         await asyncio.sleep(interval_s)
 
 
-def exited(process: subprocess.Popen[bytes], what: str) -> Callable[[], None]:
-    """An ``alive`` check: RuntimeError naming ``what`` once ``process`` has exited."""
+def exited(
+    process: subprocess.Popen[bytes], what: str, log: Path | None = None
+) -> Callable[[], None]:
+    """An ``alive`` check: RuntimeError naming ``what`` once ``process`` has exited, with
+    the last lines of its ``log`` (why it exited: a port taken, a bad config line)."""
 
     def check() -> None:
         if process.poll() is not None:
             raise RuntimeError(
-                f"{what} exited with status {process.returncode} before it was ready"
+                f"{what} exited with status {process.returncode} before it was ready" + _tail(log)
             )
 
     return check
+
+
+def _tail(log: Path | None, lines: int = 5) -> str:
+    try:
+        text = "" if log is None else log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    last = text.strip().splitlines()[-lines:]
+    return "".join(f"\n  {line}" for line in last) if last else ""
 
 
 def http_ok(url: str, timeout_s: float = 1.0) -> bool:

@@ -4,10 +4,14 @@ timeout, and fails at once when what it waits for has died."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
-from orchestrator.waiting import wait_until, wait_until_async
+from orchestrator.waiting import exited, wait_until, wait_until_async
 
 
 class TestWaitUntil:
@@ -60,3 +64,29 @@ class TestWaitUntilAsync:
 
     async def test_timeout(self) -> None:
         assert not await wait_until_async(lambda: False, timeout_s=0.01, interval_s=0.001)
+
+
+def ended(status: int) -> subprocess.Popen[bytes]:
+    """A process handle that has exited with ``status`` (no process needed)."""
+    process = cast("subprocess.Popen[bytes]", SimpleNamespace(returncode=status))
+    process.poll = lambda: status  # type: ignore[method-assign]
+    return process
+
+
+class TestExited:
+    """A process that exits before it is ready is named with its status and, when it has a
+    log, the log's last lines: why it exited, not only that it did."""
+
+    def test_the_logs_tail_is_in_the_error(self, tmp_path: Path) -> None:
+        log = tmp_path / "server.log"
+        log.write_text("starting\n" + "".join(f"line {i}\n" for i in range(10)) + "cannot bind\n")
+        with pytest.raises(RuntimeError) as raised:
+            wait_until(lambda: False, timeout_s=5, alive=exited(ended(3), "the server", log))
+        message = str(raised.value)
+        assert "the server exited with status 3" in message
+        assert message.endswith("cannot bind") and "line 6" in message and "line 5" not in message
+
+    def test_no_log_no_tail(self, tmp_path: Path) -> None:
+        check = exited(ended(1), "the server", tmp_path / "missing.log")
+        with pytest.raises(RuntimeError, match=r"status 1 before it was ready$"):
+            check()

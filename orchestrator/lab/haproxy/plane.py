@@ -166,7 +166,9 @@ class HAProxyDataPlane:
                 lambda url=url: http_ok(url),  # type: ignore[misc]
                 timeout_s=self._timeout_s,
                 interval_s=0.1,
-                alive=exited(process, f"the {region} backend"),
+                alive=exited(
+                    process, f"the {region} backend", layout.directory / f"backend-{region}.log"
+                ),
             ):
                 raise RuntimeError(f"the {region} backend did not answer on {url}")
 
@@ -191,7 +193,7 @@ class HAProxyDataPlane:
         if not wait_until(
             answers,
             timeout_s=self._timeout_s,
-            alive=exited(process, "haproxy"),
+            alive=exited(process, "haproxy", layout.directory / "haproxy.log"),
             ignore=(OSError,),
         ):
             raise RuntimeError(f"haproxy did not answer on {layout.socket_path}")
