@@ -1,7 +1,9 @@
 """A planned move of a training job, run by its supervisor for the ``move_job`` Update.
 
 Read the cluster; if none of the job's hosts is in the avoided set there is nothing
-to do (``not_needed``). Else place the job on healthy hosts outside it (the recovery's
+to do (``not_needed``). A job that has already failed there (its building lost power
+before the watch loop noticed) is the watch loop's to recover, so that the failure, its
+MTTR and its lost steps are recorded; the move waits for that recovery and looks again. Else place the job on healthy hosts outside it (the recovery's
 placement policy, the avoided hosts left out of the candidates, so spares come first);
 with no room the job stays where it runs (``waiting``, saying what is short). Then
 checkpoint the job on demand at its current step, restart it on the new hosts from
@@ -13,6 +15,7 @@ retried activity or a replay applies each once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -28,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         StartInput,
         TrainingActivities,
     )
+    from orchestrator.activities.training_detect import classify
     from orchestrator.contracts.training import JobState, StartJobRequest
     from orchestrator.contracts.training_moves import (
         MOVE_JOB_UPDATE,
@@ -38,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         move_request_problem,
     )
     from orchestrator.contracts.training_supervisor import (
+        FailureKind,
         SupervisorInput,
         SupervisorState,
         WatchMode,
@@ -46,9 +51,12 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.policy.training.placement import place_job
     from workflows.training_recovery import MUTATION_RETRY, poll_retry
 
-__all__ = ["PlannedMoves", "planned_move"]
+__all__ = ["MOVE_DEFERS_TO_RECOVERY_PATCH", "PlannedMoves", "planned_move"]
 
 _CALL = timedelta(seconds=30)
+#: a move that finds the job failed waits for the watch loop's recovery instead of
+#: restarting the job itself (which left the failure unrecorded)
+MOVE_DEFERS_TO_RECOVERY_PATCH = "training-move-defers-to-recovery"
 
 
 class PlannedMoves:
@@ -70,6 +78,8 @@ class PlannedMoves:
         self.move_epoch = 0
         #: move_job Updates being handled (continue-as-new waits for none)
         self.move_calls = 0
+        #: recoveries the watch loop finished in this run (a deferred move waits for one)
+        self.recoveries_done = 0
 
     def _move_done(self, request_id: str) -> MoveJobResult | None:
         moves = [] if self._inp is None else self._inp.moves
@@ -93,23 +103,29 @@ class PlannedMoves:
             inp = self._inp
             assert inp is not None
             requested = workflow.now()
-            if self._state in (SupervisorState.FINISHED, SupervisorState.HALTED):
-                result = MoveJobResult(
-                    job=inp.job,
-                    outcome=MoveOutcome.NOT_NEEDED
-                    if self._state is SupervisorState.FINISHED
-                    else MoveOutcome.WAITING,
-                    request_id=req.request_id,
-                    detail=f"the supervisor has {self._state.value}",
-                )
-            else:
+            while True:
+                if self._state in (SupervisorState.FINISHED, SupervisorState.HALTED):
+                    result = MoveJobResult(
+                        job=inp.job,
+                        outcome=MoveOutcome.NOT_NEEDED
+                        if self._state is SupervisorState.FINISHED
+                        else MoveOutcome.WAITING,
+                        request_id=req.request_id,
+                        detail=f"the supervisor has {self._state.value}",
+                    )
+                    break
+                recovered = self.recoveries_done
                 self.moving, self.move_epoch = True, self.move_epoch + 1
                 self._state = SupervisorState.MOVING
                 try:
-                    result = await planned_move(inp, req)
+                    moved = await planned_move(inp, req)
                 finally:
                     self.moving = False
                     self._state = SupervisorState.WATCHING
+                if moved is not None:
+                    result = moved
+                    break
+                await self._await_recovery(recovered, inp.poll_s)
             inp.moves.append(
                 MoveRecord(
                     request_id=req.request_id,
@@ -123,6 +139,18 @@ class PlannedMoves:
             )
             return result
 
+    async def _await_recovery(self, recovered: int, poll_s: float) -> None:
+        """Until the watch loop has recovered the failed job (or ended), or a while has
+        passed: a failure the move saw that the watch does not confirm (a hang that
+        resolved) is looked at again rather than waited on forever."""
+        ended = (SupervisorState.FINISHED, SupervisorState.HALTED)
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self.recoveries_done > recovered or self._state in ended,
+                timeout=timedelta(seconds=max(30.0, 10 * poll_s)),
+            )
+        await workflow.wait_condition(lambda: self._state is not SupervisorState.RECOVERING)
+
     @move_job.validator
     def _validate_move(self, req: MoveJobRequest) -> None:
         problem = move_request_problem(req)
@@ -133,7 +161,9 @@ class PlannedMoves:
             )
 
 
-async def planned_move(inp: SupervisorInput, req: MoveJobRequest) -> MoveJobResult:
+async def planned_move(inp: SupervisorInput, req: MoveJobRequest) -> MoveJobResult | None:
+    """The move's result, or None when the job has failed on avoided hosts: a failure
+    for the watch loop to record and recover, not a planned stop."""
     started = workflow.now()
     key = f"{workflow.info().workflow_id}/move-{req.request_id}"
     job = inp.job
@@ -166,6 +196,13 @@ async def planned_move(inp: SupervisorInput, req: MoveJobRequest) -> MoveJobResu
         return answer(
             MoveOutcome.NOT_NEEDED, from_hosts=current.hosts, detail=why + _lost_there(inp, avoided)
         )
+    failing = classify(cluster, current, inp.hang_after_s)
+    if (
+        failing is not None
+        and failing[0] is not FailureKind.LAUNCH
+        and workflow.patched(MOVE_DEFERS_TO_RECOVERY_PATCH)
+    ):
+        return None
     try:
         placement = place_job(
             current.spec,

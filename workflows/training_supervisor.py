@@ -217,6 +217,7 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
                 cause = exc.cause if exc.cause is not None else exc
                 return await self._halt(inp, f"recovery {number} failed: {cause}")
             recoveries_this_run += 1
+            self.recoveries_done += 1
             if self._bounded and inp.failures:
                 # only the newest record keeps its full host lists (a status stays small)
                 inp.failures[-1] = inp.failures[-1].compacted()

@@ -18,7 +18,7 @@ from orchestrator.config import Settings
 from orchestrator.devserver import DevServer
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import LabConfig
-from tests.fixtures.lab import launch_lab
+from tests.fixtures.lab import RunningLab, launch_lab
 from tests.fixtures.ports import free_port
 from tests.fixtures.temporal import new_worker
 
@@ -28,6 +28,7 @@ class Recording:
     client: Client
     fleet: HttpFleet
     queue: str
+    lab: RunningLab
 
 
 @contextlib.asynccontextmanager
@@ -47,7 +48,7 @@ async def recording_stack(
             settings = Settings(task_queue=queue, fleet_url=lab.url, state_dir=Path(tmp))
             ctx = registry.ActivityContext(settings=settings, fleet=fleet, client=client)
             async with new_worker(client, registry.activities(ctx), task_queue=queue):
-                yield Recording(client=client, fleet=fleet, queue=queue)
+                yield Recording(client=client, fleet=fleet, queue=queue, lab=lab)
         finally:
             await fleet.aclose()
             lab.stop()

@@ -36,6 +36,8 @@ EXPECTED = {
     "drill_refused_child": "RunbookWorkflow",
     #: a planned move (the move_job Update): tests/histories/record_move.py
     "training_move": "TrainingJobSupervisorWorkflow",
+    #: a move that found its job dead and deferred to the recovery: record_move_failed.py
+    "training_move_failed": "TrainingJobSupervisorWorkflow",
 }
 
 
@@ -49,6 +51,7 @@ NOT_YET_RECORDED = {"DrillWorkflow"}
 RECORDED_IDS = {
     "training_supervisor": "training-llm-test",
     "training_move": "training-llm-test",
+    "training_move_failed": "training-llm-test",
 }
 
 

@@ -18,17 +18,23 @@ from orchestrator.contracts.training_moves import (
     MoveJobResult,
     MoveOutcome,
 )
-from orchestrator.contracts.training_supervisor import SupervisorInput, SupervisorState
+from orchestrator.contracts.training_supervisor import (
+    FailureKind,
+    SupervisorInput,
+    SupervisorState,
+)
 from orchestrator.lab.training.sgd import params_digest, train_uninterrupted
 from tests.fixtures.lab import LabFactory
 from tests.fixtures.temporal import WorkerFactory
 from tests.workflows.training_support import (
     JOB,
     end_earlier_supervisor,
+    inject,
     job_view,
     training_config,
     wait_job,
 )
+from workflows.training_supervisor import TrainingJobSupervisorWorkflow
 
 OPTIONS = SupervisorInput(job=JOB, hang_after_s=1.5, poll_s=0.1, confirm_timeout_s=60)
 STEPS = 700
@@ -119,4 +125,55 @@ class TestPlannedMove:
         done = await job_view(fleet)
         assert done.state is JobState.FINISHED and done.step == STEPS
         assert done.resumed_from == moved.checkpoint_step
+        assert done.params_digest == params_digest(train_uninterrupted(11, STEPS))
+
+
+class TestMoveOfAFailedJob:
+    """A move off a building whose power is already gone, asked before the watch loop has
+    seen the job die (a building-loss runbook beats the next poll), is the watch loop's
+    recovery, not a planned stop: the failure is recorded with its lost steps and MTTR,
+    and the move then answers ``not_needed``, naming what the recovery cost."""
+
+    async def test_power_loss_then_move(
+        self,
+        dev_env: WorkflowEnvironment,
+        start_lab: LabFactory,
+        make_worker: WorkerFactory,
+    ) -> None:
+        lab = await start_lab(training_config(total_steps=STEPS), faults=True)
+        fleet = lab.fleet(timeout=10.0)
+        ctx = registry.ActivityContext(
+            settings=Settings(fleet_url=lab.url), fleet=fleet, client=dev_env.client
+        )
+        # a slow watch: the move below nearly always reads the dead job first
+        options = OPTIONS.model_copy(update={"poll_s": 5.0, "confirm_poll_s": 0.1})
+        async with make_worker(dev_env.client, registry.activities(ctx)) as worker:
+            await end_earlier_supervisor(dev_env.client)
+            handle = await start_supervisor(
+                dev_env.client, JOB, task_queue=worker.task_queue, options=options
+            )
+            job = await wait_job(
+                fleet,
+                lambda j: j.state is JobState.RUNNING and (j.checkpoint_step or 0) >= 40,
+            )
+            cluster = await fleet.training_cluster()
+            building = next(h.building for h in cluster.hosts if h.name == job.hosts[0])
+            await inject(lab, "power-loss", building=building)
+            moved = await handle.execute_update(
+                MOVE_JOB_UPDATE,
+                MoveJobRequest(avoid_buildings=[building], reason="loss", request_id="r-loss"),
+                result_type=MoveJobResult,
+            )
+            status = await handle.query(TrainingJobSupervisorWorkflow.status)
+            final = await handle.result()
+
+        assert moved.outcome is MoveOutcome.NOT_NEEDED, moved
+        assert "recovered it from building" in moved.detail and "steps lost" in moved.detail
+        assert [f.kind for f in status.failures] == [FailureKind.BUILDING]
+        failure = status.failures[0]
+        assert failure.mttr_s is not None and failure.lost_steps is not None
+        assert [m.request_id for m in status.moves] == ["r-loss"]
+        assert final.state is SupervisorState.FINISHED and len(final.failures) == 1
+        done = await job_view(fleet)
+        assert done.state is JobState.FINISHED and done.step == STEPS
         assert done.params_digest == params_digest(train_uninterrupted(11, STEPS))
