@@ -104,7 +104,7 @@ def create_haproxy_app(
     front = [s.name for s in config.front_services]
     pops = [p.name for p in config.pops]
     counters = Counters(config.metrics.retention_s, front, pops)
-    beside = Beside(config)
+    beside = Beside(config, plane.layout.beside_path)
     buildings = [(r.name, b) for r in config.regions for b in r.buildings]
     training = LabTrainingCluster(config.training, buildings, "live")
 
@@ -203,7 +203,7 @@ def create_haproxy_app(
         move: ShardMove,
         idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
     ) -> JSONResponse:
-        return beside.move_shards(move, _key(idempotency_key))
+        return await beside.move_shards(move, _key(idempotency_key), plane.fleet())
 
     @v1.post("/actions/batch-job", response_model=MutationResult)
     async def batch_job(

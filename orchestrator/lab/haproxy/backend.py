@@ -1,11 +1,22 @@
 """One region's backend process: serves what HAProxy sends it, with the lab's physics.
 
-HAProxy already holds the region's capacity (a server's ``maxconn`` is the pool's slots,
-scaled to include the dependency calls: :func:`~orchestrator.lab.haproxy.config.server_maxconn`),
-so a request here holds its slot by sleeping its service time, three times longer (the
-lab's ``cold.factor``) while its bucket is new to the region, then calls its dependencies
-in this region through the lab's :class:`~orchestrator.lab.slots.SlotPool`. One process
-per region, so a stalled region (even a SIGSTOPped one) costs no other region a request.
+HAProxy admits the region's capacity (a server's ``maxconn`` is the pool's slots, scaled to
+include the dependency calls: :func:`~orchestrator.lab.haproxy.config.server_maxconn`), and
+the slots themselves are here, a :class:`~orchestrator.lab.slots.SlotPool` per front
+service: a request holds one for its service time, three times longer (the lab's
+``cold.factor``) while its bucket is new to the region, so cold requests are not served more
+at once than the pool's slots (HAProxy's connections alone would let a cold burst through
+at the warm rate's concurrency). Then it calls its dependencies: a stateless one in this
+region's pool; a stateful one (kv) at the user's shard primary, paying the inter-region
+RTT and the primary's service time when that is another region. One process per region,
+so a stalled region (even a SIGSTOPped one) costs no other region a request.
+
+The shards' primaries and the share of slots a region has (less its running batch jobs'
+share, times its powered share) are the lab's own state (:mod:`.beside`), written to a
+file the backend reads with the routing, so a move of primaries changes who pays RTT
+within a poll. A remote primary's service time is slept here, not booked in that region's
+kv pool (kv, 2,000 rps a region in the shipped lab, is nobody's bottleneck): the primary
+region's kv utilization counts its own backend's calls only.
 
 A request's latency in the region counts from its arrival there (the PoP frontend's
 ``x-lab-accept-us`` stamp after the RTT, same host and clock), so time queued in HAProxy for
@@ -22,7 +33,7 @@ learns the routing by reading HAProxy's live map (``show map`` on the admin sock
 
 Run by :mod:`orchestrator.lab.haproxy.plane`:
 ``python -m orchestrator.lab.haproxy.backend --config lab.yaml --region R --port P``
-``--map routing.map --socket admin.sock``.
+``--map routing.map --socket admin.sock --beside beside.json``.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
 import time
 from collections import Counter
@@ -50,11 +62,12 @@ from orchestrator.exceptions import FleetError
 from orchestrator.fleet.haproxy import RuntimeApi
 from orchestrator.fleet.haproxy.state import parse_map
 from orchestrator.lab.config import LabConfig, load_config
-from orchestrator.lab.haproxy.config import ACCEPT_HEADER, EDGE_HEADER
+from orchestrator.lab.haproxy.config import ACCEPT_HEADER, EDGE_HEADER, primaries_of
 from orchestrator.lab.metrics import MetricsStore
 from orchestrator.lab.prometheus import CONTENT_TYPE, render_metrics
 from orchestrator.lab.slots import SlotPool
-from orchestrator.models import HealthReport, RegionHealth, ServiceHealth
+from orchestrator.models import HealthReport, RegionHealth, ServiceHealth, ServiceKind
+from orchestrator.policy.rebalance.buckets import bucket_of
 
 __all__ = ["ROUTING_POLL_S", "RegionBackend", "create_backend_app", "main", "routed_to"]
 
@@ -63,6 +76,9 @@ ROUTING_POLL_S = 1.0
 
 #: ``warmth`` entry's "left at" while the bucket is routed here: never evicted
 ROUTED_HERE = math.inf
+
+#: a front pool's queue here: HAProxy's ``maxconn`` bounds what can wait, so never full
+_UNBOUNDED = 1 << 30
 
 
 class RegionBackend:
@@ -75,7 +91,21 @@ class RegionBackend:
         self.slots = {s: c.slots for s, c in pools.items()}
         self.service_time_s = {s: c.service_time_ms / 1000.0 for s, c in pools.items()}
         self.dependency_pools = {s: SlotPool(c.slots, c.queue_limit) for s, c in pools.items()}
+        self.front_pools = {
+            s.name: SlotPool(pools[s.name].slots, _UNBOUNDED)
+            for s in config.front_services
+            if s.name in pools
+        }
         self.depends_on = {s.name: s.depends_on for s in config.services}
+        #: stateful service -> its shard ids, in config order (a user's shard is a hash)
+        self.shards: dict[str, list[str]] = {}
+        for shard in config.shard_list():
+            if config.service(shard.service).kind is ServiceKind.STATEFUL:
+                self.shards.setdefault(shard.service, []).append(shard.id)
+        #: shard id -> primary region, followed from the lab's state (:meth:`follow_beside`)
+        self.primaries = primaries_of(config)
+        #: the beside file's modification time last read
+        self._beside_mtime: float | None = None
         self.metrics = MetricsStore(config.metrics.retention_s)
         now = self.metrics.now()
         #: (pop, bucket) -> [arrived_at, requests served, left at (ROUTED_HERE while it
@@ -106,6 +136,30 @@ class RegionBackend:
                 entry[2] = ROUTED_HERE
         self.routed = routed
 
+    def follow_beside(self, path: Path) -> None:
+        """Take the primaries and this region's share of slots from the lab's state file
+        when it changed; a missing or half-written file keeps what is known."""
+        try:
+            mtime = path.stat().st_mtime
+            if mtime == self._beside_mtime:
+                return
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        self._beside_mtime = mtime
+        self.primaries = {**self.primaries, **state.get("primaries", {})}
+        share = float(state.get("slot_share", {}).get(self.region, 1.0))
+        for pool in self.front_pools.values():
+            pool.set_slots(round(pool.base_slots * share))
+
+    def primary_of(self, service: str, user: str) -> str:
+        """Where ``user``'s request to ``service`` is served: its shard's primary for a
+        stateful service with shards, else this region."""
+        shards = self.shards.get(service)
+        if not shards or not user:
+            return self.region
+        return self.primaries.get(shards[bucket_of(f"{service}:{user}", len(shards))], self.region)
+
     def cold(self, pop: str, bucket: int) -> bool:
         """Record a request of the bucket here; True while the bucket is still cold."""
         cold = self.config.cold
@@ -129,10 +183,12 @@ class RegionBackend:
         service: str,
         accepted_us: int | None = None,
         edge_us: int | None = None,
+        user: str = "",
     ) -> tuple[int, dict[str, Any]]:
         """``accepted_us``: when the request reached the region in HAProxy (µs since the
         epoch), the region's latency counts from it; ``edge_us``: when it reached the PoP,
-        the PoP's latency counts from it. Either missing: from now."""
+        the PoP's latency counts from it. Either missing: from now. ``user`` picks the
+        shard of a stateful dependency."""
         now, wall = self.metrics.now(), time.time()
         # the waits HAProxy held it for (RTT, queue), on the wall clock both processes share
         start = now - (max(0.0, wall - accepted_us / 1e6) if accepted_us is not None else 0.0)
@@ -149,13 +205,21 @@ class RegionBackend:
         cold = self.cold(pop, bucket)
         body["cold"] = cold
         hold = self.service_time_s[service] * (self.config.cold.factor if cold else 1.0)
-        await asyncio.sleep(hold)
-        # as the lab's pools count it: from queueing for the slot (in HAProxy) to the end of
-        # the hold, dependencies after it not included
-        self.metrics.record(("service", service), (self.metrics.now() - start) * 1000.0, hold, True)
+        pool = self.front_pools.get(service)
+        if pool is None:  # an internal pool asked for directly: no slot of a front pool
+            await asyncio.sleep(hold)
+            busy, finish = hold, self.metrics.now()
+        else:
+            booking = pool.admit(now, hold)
+            assert booking is not None  # an unbounded queue admits every request
+            await asyncio.sleep(max(0.0, booking.finish - self.metrics.now()))
+            busy, finish = booking.finish - booking.start, booking.finish
+        # as the lab's pools count it: from queueing for the slot (in HAProxy, then here) to
+        # the end of the hold, dependencies after it not included
+        self.metrics.record(("service", service), (finish - start) * 1000.0, busy, True)
         status = 200
         for dependency in self.depends_on.get(service, []):
-            if not await self._call(dependency):
+            if not await self._call(dependency, user):
                 status = 503
                 body["error"] = f"DependencyFailed:{dependency}"
                 break
@@ -165,7 +229,13 @@ class RegionBackend:
         self.served[(service, routed, status)] += 1
         return status, body
 
-    async def _call(self, dependency: str) -> bool:
+    async def _call(self, dependency: str, user: str = "") -> bool:
+        target = self.primary_of(dependency, user)
+        if target != self.region:
+            remote = self.config.region(target).services.get(dependency)
+            rtt_ms = self.config.rtt_between(self.region, target) or 0.0
+            await asyncio.sleep((rtt_ms + (remote.service_time_ms if remote else 0.0)) / 1000.0)
+            return True
         pool = self.dependency_pools.get(dependency)
         if pool is None:
             return True
@@ -187,7 +257,11 @@ class RegionBackend:
         """The region's own view over ``window_s``: what it served (HAProxy's own 503s,
         for a full queue, never reach it: the control app adds them from HAProxy)."""
         services = []
-        for service, slots in self.slots.items():
+        for service, configured in self.slots.items():
+            # a front pool's slots now (a batch job or a dark building takes a share), as
+            # the Python lab's pools count utilization
+            front = self.front_pools.get(service)
+            slots = configured if front is None else front.slots
             s = self.metrics.summary(("service", service), window_s, slots)
             services.append(ServiceHealth(region=self.region, service=service, **s.as_dict()))
         r = self.metrics.summary(("region",), window_s)
@@ -245,10 +319,15 @@ def routed_to(map_text: str, region: str) -> set[tuple[str, int]]:
     return routed
 
 
-async def follow_haproxy(backend: RegionBackend, runtime: RuntimeApi, map_path: Path) -> None:
-    """Keep ``backend.routed`` to HAProxy's live map, read every :data:`ROUTING_POLL_S`.
-    A failed read (HAProxy not up yet, restarting) keeps the last routing known."""
+async def follow_haproxy(
+    backend: RegionBackend, runtime: RuntimeApi, map_path: Path, beside: Path | None = None
+) -> None:
+    """Keep ``backend.routed`` to HAProxy's live map and (``beside``) its primaries and slots
+    to the lab's state file, both read every :data:`ROUTING_POLL_S`. A failed read (HAProxy
+    not up yet, restarting) keeps the last routing known."""
     while True:
+        if beside is not None:
+            backend.follow_beside(beside)
         with contextlib.suppress(FleetError, OSError):
             text = await runtime.command(f"show map {map_path}")
             if text.startswith("0x"):
@@ -257,17 +336,21 @@ async def follow_haproxy(backend: RegionBackend, runtime: RuntimeApi, map_path: 
 
 
 def create_backend_app(
-    backend: RegionBackend, runtime: RuntimeApi | None = None, map_path: Path | None = None
+    backend: RegionBackend,
+    runtime: RuntimeApi | None = None,
+    map_path: Path | None = None,
+    beside: Path | None = None,
 ) -> FastAPI:
     """``runtime`` and ``map_path``: HAProxy's admin socket and its routing map, followed
-    while the app runs (without them, the boot map's routing stays)."""
+    while the app runs (without them, the boot map's routing stays); ``beside``: the lab's
+    state file (primaries, slots), followed with them."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if runtime is None or map_path is None:
             yield
             return
-        follower = asyncio.create_task(follow_haproxy(backend, runtime, map_path))
+        follower = asyncio.create_task(follow_haproxy(backend, runtime, map_path, beside))
         try:
             yield
         finally:
@@ -314,6 +397,7 @@ def create_backend_app(
             request.query_params.get("service", "web"),
             numbers[ACCEPT_HEADER],
             numbers[EDGE_HEADER],
+            request.query_params.get("user", ""),
         )
         return JSONResponse(body, status_code=status)
 
@@ -329,13 +413,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--map", type=Path, required=True)
     parser.add_argument("--socket", help="HAProxy's admin socket: follow its live map")
+    parser.add_argument("--beside", type=Path, help="the lab's state file: follow it")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     boot = routed_to(args.map.read_text(encoding="utf-8"), args.region)
     backend = RegionBackend(config, args.region, boot)
     runtime = RuntimeApi(args.socket, timeout_s=5.0) if args.socket else None
     server_config = uvicorn.Config(
-        create_backend_app(backend, runtime, args.map),
+        create_backend_app(backend, runtime, args.map, args.beside),
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

@@ -11,14 +11,20 @@ What they change in the traffic:
   connections (``set maxconn server``, from :func:`server_maxconn`), as it takes the
   Python lab's slots, and a building without power (``--faults``) its share of them;
   every write sets all of them from the state, so it is idempotent;
-* an internal pool's weight and a shard's primary are recorded and shown in the topology,
-  and steer no request: a region backend calls its dependencies in its own region (the
-  inter-region RTT a remote primary costs is not carried over to this data plane).
+* a shard's primary decides where a request's kv call goes: the region backends follow
+  the primaries in :meth:`Beside.state_file` (and their share of slots, as above), so a
+  request whose shard's primary is elsewhere pays the inter-region RTT; the front servers'
+  ``maxconn`` covers that RTT (:func:`server_maxconn`, set again when primaries move);
+* an internal pool's weight is recorded and shown in the topology, and steers no request:
+  a region backend calls a stateless dependency in its own region.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+from pathlib import Path
 
 from fastapi.responses import JSONResponse
 
@@ -41,8 +47,10 @@ __all__ = ["Beside"]
 class Beside:
     """The lab's state for what HAProxy does not carry, and its effect on the proxy."""
 
-    def __init__(self, config: LabConfig) -> None:
+    def __init__(self, config: LabConfig, state_path: Path | None = None) -> None:
+        """``state_path``: where the region backends read the primaries and slots from."""
         self.config = config
+        self.state_path = state_path
         self.state = FleetState(config)
         #: the services behind HAProxy (a backend each); the rest are kept here
         self.front = {s.name for s in config.front_services}
@@ -76,8 +84,12 @@ class Beside:
     def set_service_weight(self, change: ServiceWeightChange, key: str) -> JSONResponse:
         return self.state.set_service_weight(change, key=key).response()
 
-    def move_shards(self, move: ShardMove, key: str) -> JSONResponse:
-        return self.state.move_shards(move, key=key).response()
+    async def move_shards(self, move: ShardMove, key: str, fleet: HAProxyFleet) -> JSONResponse:
+        """Record the move once, then tell the backends and HAProxy (``maxconn`` covers the
+        RTT the new placement costs); a replay writes them again, as :meth:`batch_job`."""
+        answer = self.state.move_shards(move, key=key).response()
+        await self.apply(fleet, force=True)
+        return answer
 
     def change_config(self, change: ConfigChange, key: str) -> JSONResponse:
         return self.state.change_config(change, key=key).response()
@@ -114,24 +126,53 @@ class Beside:
         return region
 
     async def apply(self, fleet: HAProxyFleet, *, force: bool = False) -> None:
-        """Set every front server's ``maxconn`` from the state: when it changed since the
-        last write, or always (``force``: a retried write must reach the proxy)."""
+        """Write the backends' state file, then set every front server's ``maxconn`` from
+        the state: when it changed since the last write, or always (``force``: a retried
+        write must reach the proxy)."""
         async with self._writing:
+            self.write_state_file()
             commands = self.maxconn_commands(fleet)
             if force or commands != self._applied:
                 await fleet.runtime.writes(commands)
                 self._applied = commands
 
+    def state_file(self) -> dict[str, dict[str, object]]:
+        """What the region backends follow: every shard's primary, and each region's share
+        of its front pools' slots (less its running batch jobs', times its powered share)."""
+        return {
+            "primaries": dict(sorted(self.state.shard_primary.items())),
+            "slot_share": {r.name: self._slot_share(r.name) for r in self.config.regions},
+        }
+
+    def write_state_file(self) -> None:
+        """Replace the state file (atomically: a backend never reads half of one) when its
+        content changed."""
+        if self.state_path is None:
+            return
+        text = json.dumps(self.state_file(), sort_keys=True)
+        try:
+            if self.state_path.read_text(encoding="utf-8") == text:
+                return
+        except OSError:
+            pass
+        partial = self.state_path.with_suffix(".json.partial")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, self.state_path)
+
+    def _slot_share(self, region: str) -> float:
+        return (1 - self.state.batch_share(region)) * self.state.power_share(region)
+
     def maxconn_commands(self, fleet: HAProxyFleet) -> list[str]:
-        """``set maxconn server`` for every front server: its pool's connections less the
-        share its region's running batch jobs take, times its powered share (at least one)."""
+        """``set maxconn server`` for every front server: its pool's connections for the
+        primaries' placement now, less the share its region's running batch jobs take, times
+        its powered share (at least one)."""
         commands = []
+        primaries = self.state.shard_primary
         for region in self.config.regions:
-            share = self.state.batch_share(region.name)
-            powered = self.state.power_share(region.name)
+            share = self._slot_share(region.name)
             for service in sorted(self.front & set(region.services)):
                 backend, server = fleet.server_of(region.name, service)
-                full = server_maxconn(self.config, region.name, service)
-                limit = max(1, round(full * (1 - share) * powered))
+                full = server_maxconn(self.config, region.name, service, primaries)
+                limit = max(1, round(full * share))
                 commands.append(f"set maxconn server {backend}/{server} {limit}")
         return commands

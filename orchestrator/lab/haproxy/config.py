@@ -31,6 +31,7 @@ A real Prometheus scrapes HAProxy's exporter (``stats`` frontend) and every regi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import yaml
 
 from orchestrator.lab.config import LabConfig
 from orchestrator.lab.state import FleetState
+from orchestrator.models import ServiceKind
 
 __all__ = [
     "ACCEPT_HEADER",
@@ -51,7 +53,10 @@ __all__ = [
     "prometheus_yml",
     "queue_timeout_ms",
     "routing_map",
+    "dependency_ms",
+    "primaries_of",
     "server_maxconn",
+    "server_maxqueue",
     "topology",
 ]
 
@@ -132,6 +137,11 @@ class Layout:
     def prometheus_path(self) -> Path:
         return self.directory / "prometheus.yml"
 
+    @property
+    def beside_path(self) -> Path:
+        """What the region backends follow of the lab's own state (:mod:`.beside`)."""
+        return self.directory / "beside.json"
+
     def scrape_targets(self) -> dict[str, list[str]]:
         """Prometheus job -> ``host:port`` targets (every one serves ``/metrics``)."""
         return {
@@ -140,24 +150,67 @@ class Layout:
         }
 
 
-def server_maxconn(config: LabConfig, region: str, service: str) -> int:
+def primaries_of(config: LabConfig) -> dict[str, str]:
+    """Every shard's primary region at boot (shard id -> region)."""
+    return {shard.id: shard.primary for shard in config.shard_list()}
+
+
+def dependency_ms(
+    config: LabConfig, region: str, service: str, primaries: Mapping[str, str] | None = None
+) -> float:
+    """The warm time a request of ``service`` served in ``region`` spends in its dependency
+    calls, one after another: a stateless one's service time in the region; a stateful
+    one's at the user's shard primary, plus the inter-region RTT when that is elsewhere,
+    averaged over the shards (a user's shard is a stable hash of its id, so every shard is
+    as likely). ``primaries``: shard id -> region (None: the boot placement)."""
+    placed = primaries_of(config) if primaries is None else primaries
+    depends_on = config.service(service).depends_on
+    total = 0.0
+    for dependency in depends_on:
+        shards = [s for s in config.shard_list() if s.service == dependency]
+        if config.service(dependency).kind is ServiceKind.STATEFUL and shards:
+            for shard in shards:
+                where = placed.get(shard.id, shard.primary)
+                pool = config.region(where).services.get(dependency)
+                rtt = config.rtt_between(region, where) or 0.0
+                total += (rtt + (pool.service_time_ms if pool else 0.0)) / len(shards)
+        else:
+            pool = config.region(region).services.get(dependency)
+            total += pool.service_time_ms if pool else 0.0
+    return total
+
+
+def server_maxconn(
+    config: LabConfig, region: str, service: str, primaries: Mapping[str, str] | None = None
+) -> int:
     """The server's ``maxconn``: enough connections for the pool's capacity in rps.
 
     The lab's capacity is ``slots / service time``, a slot freed before the dependency
-    calls. HAProxy counts a connection until the answer, dependency calls (one after
-    another, each its warm service time) included; with ``maxconn`` = slots, the
+    calls. HAProxy counts a connection until the answer, dependency calls included (the
+    RTT to a remote kv primary too: :func:`dependency_ms`); with ``maxconn`` = slots, the
     capacity through HAProxy was ``slots / (service + dependency time)``, 13% under what
-    the topology advertises for web (92 ms against 80), and a drain paced by the
-    advertised capacity filled HAProxy's queues (benchmarks/drain_haproxy.py). Scaled
-    by the whole hold, HAProxy admits what the topology says the pool serves, to within
-    half a connection.
+    the topology advertises for web (92 ms against 80) before remote primaries cost RTT,
+    and a drain paced by the advertised capacity filled HAProxy's queues
+    (benchmarks/drain_haproxy.py). Scaled by the whole hold, HAProxy admits what the
+    topology says the pool serves, to within half a connection; the slots themselves are
+    held in the region's backend (:mod:`.backend`), so a cold request, three times longer
+    in its slot, is not admitted more than the Python lab's slots allow. ``primaries``:
+    the shards' placement now (a move of primaries changes the RTT a request pays).
     """
-    pools = next(r for r in config.regions if r.name == region).services
-    own = pools[service].service_time_ms
-    depends_on = next(s for s in config.services if s.name == service).depends_on
-    hold = own + sum(pools[d].service_time_ms for d in depends_on if d in pools)
+    pool = config.region(region).services[service]
+    own = pool.service_time_ms
+    hold = own + dependency_ms(config, region, service, primaries)
     # the nearest count (ceil would double a one-slot pool over a 1 ms dependency)
-    return max(pools[service].slots, round(pools[service].slots * hold / own))
+    return max(pool.slots, round(pool.slots * hold / own))
+
+
+def server_maxqueue(config: LabConfig, region: str, service: str) -> int:
+    """The server's ``maxqueue``: the pool's queue less the connections beyond its slots
+    (at most that many wait in the backend for a slot), so HAProxy's queue and the
+    backend's together hold at most ``queue_limit``, as the Python lab's queue does."""
+    pool = config.region(region).services[service]
+    extra = server_maxconn(config, region, service) - pool.slots
+    return max(1, pool.queue_limit - extra)
 
 
 def queue_timeout_ms(config: LabConfig, service: str) -> int:
@@ -262,11 +315,11 @@ def haproxy_cfg(config: LabConfig, layout: Layout) -> str:
                 "{ rand(" + str(FULL_WEIGHT) + "),sub(txn.weight) lt 0 }"
             )
         for region in config.regions:
-            pool = region.services[service]
             maxconn = server_maxconn(config, region.name, service)
+            maxqueue = server_maxqueue(config, region.name, service)
             lines.append(
                 f"    server {region.name} 127.0.0.1:{layout.region_ports[region.name]} "
-                f"weight {FULL_WEIGHT} maxconn {maxconn} maxqueue {max(1, pool.queue_limit)}"
+                f"weight {FULL_WEIGHT} maxconn {maxconn} maxqueue {maxqueue}"
             )
     lines += [
         "frontend stats",

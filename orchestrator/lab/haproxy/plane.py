@@ -107,6 +107,8 @@ class HAProxyDataPlane:
         layout.lua_path.write_text(POOL_WEIGHT_LUA + RTT_LUA, encoding="utf-8")
         layout.config_path.write_text(haproxy_cfg(self.config, layout), encoding="utf-8")
         layout.prometheus_path.write_text(prometheus_yml(layout), encoding="utf-8")
+        # the backends start from the config's primaries and slots, not a previous run's
+        layout.beside_path.unlink(missing_ok=True)
 
     def start(self) -> HAProxyDataPlane:
         binary = haproxy_binary()
@@ -156,6 +158,8 @@ class HAProxyDataPlane:
                         str(layout.map_path),
                         "--socket",
                         str(layout.socket_path),
+                        "--beside",
+                        str(layout.beside_path),
                     ],
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.lab.config import load_config
 from orchestrator.lab.haproxy.config import (
     Layout,
+    dependency_ms,
     haproxy_cfg,
     queue_timeout_ms,
     routing_map,
@@ -29,8 +30,9 @@ def layout(tmp: Path) -> Layout:
 
 class TestConfig:
     """The adapter's conventions: a frontend per PoP, a backend per front service with a
-    server per region whose maxqueue is the pool's queue and whose maxconn admits the pool's
-    capacity for the whole time a request holds its connection."""
+    server per region whose maxconn admits the pool's capacity for the whole time a request
+    holds its connection (a remote kv primary's RTT included), and whose maxqueue is the
+    pool's queue less the connections beyond its slots."""
 
     def test_every_pop_hashes_like_bucket_of_and_reads_the_map(self, tmp_path: Path) -> None:
         config = load_config(None)
@@ -44,9 +46,12 @@ class TestConfig:
     def test_region_servers_carry_the_pool_capacity(self, tmp_path: Path) -> None:
         text = haproxy_cfg(load_config(None), layout(tmp_path))
         assert "backend web\n" in text and "backend sessions\n" in text
-        # web: 6 slots x (80 ms + cache 4 + kv 8) / 80 ms = 6.9; sessions: 4 x 108 / 100
-        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 7 maxqueue 12" in text
-        assert "server us-east 127.0.0.1:9100 weight 100 maxconn 4 maxqueue 8" in text
+        # web in eu-west: 6 slots x (80 ms + cache 4 + kv 8 + the RTT to its user's kv
+        # primary, a third of them here, a third in us-east 75 ms away, a third in us-west
+        # 140 ms away: 71.7 ms) / 80 ms = 12.3; its queue of 12 less the 6 connections
+        # beyond its slots. sessions in us-east: 4 x (100 + 8 + (60 + 75) / 3) / 100 = 6.1
+        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 12 maxqueue 6" in text
+        assert "server us-east 127.0.0.1:9100 weight 100 maxconn 6 maxqueue 6" in text
         # twice the longest web queue's drain time, every request in it cold:
         # 16 x 80 ms x 3 / 8 slots
         assert queue_timeout_ms(load_config(None), "web") == 960
@@ -57,9 +62,8 @@ class TestConfig:
         for region in config.regions:
             for service in ("web", "sessions"):
                 pool = region.services[service]
-                deps = next(s for s in config.services if s.name == service).depends_on
                 hold_s = (
-                    pool.service_time_ms + sum(region.services[d].service_time_ms for d in deps)
+                    pool.service_time_ms + dependency_ms(config, region.name, service)
                 ) / 1000.0
                 through_haproxy = server_maxconn(config, region.name, service) / hold_s
                 assert abs(through_haproxy - pool.capacity_rps) <= 0.5 / hold_s
