@@ -80,6 +80,9 @@ class PlannedMoves:
         self.move_calls = 0
         #: recoveries the watch loop finished in this run (a deferred move waits for one)
         self.recoveries_done = 0
+        #: moves waiting for the watch loop to recover their failed job: continue-as-new,
+        #: which waits for every move to end, must not wait for these
+        self.deferred_moves = 0
 
     def _move_done(self, request_id: str) -> MoveJobResult | None:
         moves = [] if self._inp is None else self._inp.moves
@@ -144,11 +147,15 @@ class PlannedMoves:
         passed: a failure the move saw that the watch does not confirm (a hang that
         resolved) is looked at again rather than waited on forever."""
         ended = (SupervisorState.FINISHED, SupervisorState.HALTED)
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self.recoveries_done > recovered or self._state in ended,
-                timeout=timedelta(seconds=max(30.0, 10 * poll_s)),
-            )
+        self.deferred_moves += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self.recoveries_done > recovered or self._state in ended,
+                    timeout=timedelta(seconds=max(30.0, 10 * poll_s)),
+                )
+        finally:
+            self.deferred_moves -= 1
         await workflow.wait_condition(lambda: self._state is not SupervisorState.RECOVERING)
 
     @move_job.validator

@@ -140,17 +140,22 @@ class TrainingJobSupervisorWorkflow(PlannedMoves):
         self._inp = inp
         recoveries_this_run = 0
         while True:
-            if recoveries_this_run >= inp.failures_per_run or (
-                workflow.info().is_continue_as_new_suggested()
+            if (
+                recoveries_this_run >= inp.failures_per_run
+                or workflow.info().is_continue_as_new_suggested()
             ):
                 # A move asked for (or under way) finishes in this run: its Update would
-                # otherwise be left unanswered by continue-as-new.
+                # otherwise be left unanswered by continue-as-new. One that found its job
+                # failed waits for this loop's recovery (deferred_moves): watch first.
                 if self._state is SupervisorState.RECOVERING:
                     self._state = SupervisorState.WATCHING
-                await workflow.wait_condition(lambda: self.move_calls == 0)
-                if self._bounded:
-                    inp = carry(inp, workflow.now())
-                workflow.continue_as_new(inp)
+                await workflow.wait_condition(
+                    lambda: self.move_calls == 0 or self.deferred_moves > 0
+                )
+                if not self.deferred_moves:
+                    if self._bounded:
+                        inp = carry(inp, workflow.now())
+                    workflow.continue_as_new(inp)
             self._state = SupervisorState.WATCHING
             epoch = self.move_epoch
             watch = await self._watch(inp)
