@@ -31,6 +31,7 @@ A real Prometheus scrapes HAProxy's exporter (``stats`` frontend) and every regi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,9 @@ __all__ = [
     "prometheus_yml",
     "queue_timeout_ms",
     "routing_map",
+    "DEPENDENCY_QUANTILE",
     "dependency_ms",
+    "poisson_quantile",
     "primaries_of",
     "server_maxconn",
     "server_maxqueue",
@@ -180,37 +183,58 @@ def dependency_ms(
     return total
 
 
+#: maxconn leaves room for the connections in dependency calls at full capacity this often
+DEPENDENCY_QUANTILE = 0.999
+
+
 def server_maxconn(
     config: LabConfig, region: str, service: str, primaries: Mapping[str, str] | None = None
 ) -> int:
-    """The server's ``maxconn``: enough connections for the pool's capacity in rps.
+    """The server's ``maxconn``: the pool's slots, plus room for the requests in their
+    dependency calls when the pool serves its capacity.
 
-    The lab's capacity is ``slots / service time``, a slot freed before the dependency
-    calls. HAProxy counts a connection until the answer, dependency calls included (the
-    RTT to a remote kv primary too: :func:`dependency_ms`); with ``maxconn`` = slots, the
-    capacity through HAProxy was ``slots / (service + dependency time)``, 13% under what
-    the topology advertises for web (92 ms against 80) before remote primaries cost RTT,
-    and a drain paced by the advertised capacity filled HAProxy's queues
-    (benchmarks/drain_haproxy.py). Scaled by the whole hold, HAProxy admits what the
-    topology says the pool serves, to within half a connection; the slots themselves are
-    held in the region's backend (:mod:`.backend`), so a cold request, three times longer
-    in its slot, is not admitted more than the Python lab's slots allow. ``primaries``:
-    the shards' placement now (a move of primaries changes the RTT a request pays).
+    HAProxy counts a connection until the answer, dependency calls included (the RTT to a
+    remote kv primary too: :func:`dependency_ms`), while the lab's pool frees its slot
+    before them (the slots are held in the region's backend, :mod:`.backend`). With
+    ``maxconn`` = slots, the capacity through HAProxy was ``slots / (service + dependency
+    time)``, 13% under what the topology advertises for web (92 ms against 80), and a
+    drain paced by the advertised capacity filled HAProxy's queues. Scaled by the mean
+    hold, a small pool 503'd at 80% of its capacity once remote primaries cost RTT (the
+    README path's load test: eu-west, 6 slots, 84 ms of dependencies on average, 0 to
+    140 ms of RTT): the requests in dependency calls come and go at random, and at their
+    mean there is no room for their peaks. So the room is the count that holds them at
+    capacity with probability :data:`DEPENDENCY_QUANTILE` (a Poisson count of mean
+    ``capacity x dependency time``). Cold requests, longer in their slots, still wait for
+    the backend's slots, not HAProxy's connections. ``primaries``: the shards' placement
+    now (a move of primaries changes the RTT a request pays).
     """
     pool = config.region(region).services[service]
-    own = pool.service_time_ms
-    hold = own + dependency_ms(config, region, service, primaries)
-    # the nearest count (ceil would double a one-slot pool over a 1 ms dependency)
-    return max(pool.slots, round(pool.slots * hold / own))
+    in_calls = pool.capacity_rps * dependency_ms(config, region, service, primaries) / 1000.0
+    return pool.slots + poisson_quantile(in_calls, DEPENDENCY_QUANTILE)
 
 
 def server_maxqueue(config: LabConfig, region: str, service: str) -> int:
-    """The server's ``maxqueue``: the pool's queue less the connections beyond its slots
-    (at most that many wait in the backend for a slot), so HAProxy's queue and the
-    backend's together hold at most ``queue_limit``, as the Python lab's queue does."""
-    pool = config.region(region).services[service]
-    extra = server_maxconn(config, region, service) - pool.slots
-    return max(1, pool.queue_limit - extra)
+    """The server's ``maxqueue``: the pool's queue. The backend's wait for a slot is in
+    front of it: under overload, up to ``maxconn`` less the slots and the requests in
+    dependency calls wait there too, so the lab's queue behind HAProxy is that much deeper
+    than the Python lab's (fewer 503s, a longer wait)."""
+    return max(1, config.region(region).services[service].queue_limit)
+
+
+def poisson_quantile(mean: float, p: float) -> int:
+    """The least ``k`` with P(N <= k) >= ``p`` for N ~ Poisson(``mean``) (a normal
+    approximation above a mean of 500, where the terms underflow)."""
+    if mean <= 0:
+        return 0
+    if mean > 500:
+        return math.ceil(mean + 3.1 * math.sqrt(mean))
+    k, term = 0, math.exp(-mean)
+    total = term
+    while total < p:
+        k += 1
+        term *= mean / k
+        total += term
+    return k
 
 
 def queue_timeout_ms(config: LabConfig, service: str) -> int:

@@ -20,6 +20,7 @@ from orchestrator.lab.config import LabConfig
 from orchestrator.lab.haproxy.backend import ROUTING_POLL_S, RegionBackend, create_backend_app
 from orchestrator.lab.haproxy.config import (
     dependency_ms,
+    poisson_quantile,
     primaries_of,
     server_maxconn,
     server_maxqueue,
@@ -69,8 +70,8 @@ HEADERS = {"x-lab-pop": "p1", "x-lab-bucket": "3", "x-lab-routed": "west"}
 
 
 class TestConnectionLimits:
-    """maxconn covers the dependency calls, a remote primary's RTT included, and changes when
-    the primaries move; maxqueue leaves room for what waits in the backend for a slot."""
+    """maxconn holds the requests in dependency calls at capacity, a remote primary's RTT
+    included, and changes when the primaries move; maxqueue is the pool's queue."""
 
     def test_a_remote_primary_costs_its_rtt(self) -> None:
         config = kv_lab()
@@ -79,14 +80,14 @@ class TestConnectionLimits:
         half = {**primaries_of(config), "kv-0001": "west"}
         assert dependency_ms(config, "west", "web", half) == RTT_MS / 2 + 2
 
-    def test_maxconn_follows_the_primaries_and_the_queues_add_up(self) -> None:
-        config = kv_lab()
-        home = {shard: "west" for shard in primaries_of(config)}
-        assert server_maxconn(config, "east", "web") == round(4 * 12 / 10)
-        assert server_maxconn(config, "west", "web") == round(4 * (10 + RTT_MS + 2) / 10)
-        assert server_maxconn(config, "west", "web", home) == round(4 * 12 / 10)
-        extra = server_maxconn(config, "west", "web") - 4
-        assert server_maxqueue(config, "west", "web") == max(1, 16 - extra)
+    def test_maxconn_follows_the_primaries(self) -> None:
+        config = kv_lab()  # web: 4 slots of 10 ms, 400 rps
+        home = dict.fromkeys(primaries_of(config), "west")
+        # room for the requests in kv calls at 400 rps, 999 times in 1,000
+        assert server_maxconn(config, "west", "web") == 4 + poisson_quantile(400 * 0.122, 0.999)
+        assert server_maxconn(config, "west", "web", home) == 4 + poisson_quantile(0.8, 0.999)
+        assert server_maxconn(config, "east", "web") == server_maxconn(config, "west", "web", home)
+        assert server_maxqueue(config, "west", "web") == 16
 
 
 class TestRegionBackend:
