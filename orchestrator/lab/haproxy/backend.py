@@ -82,7 +82,8 @@ _UNBOUNDED = 1 << 30
 
 
 class RegionBackend:
-    """The data plane of one region: cold buckets, service time, local dependencies."""
+    """The data plane of one region: cold buckets, its slots, dependencies (kv at the
+    user's shard primary)."""
 
     def __init__(self, config: LabConfig, region: str, warm: set[tuple[str, int]]) -> None:
         self.config = config

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -203,12 +204,17 @@ class HAProxyDataPlane:
             raise RuntimeError(f"haproxy did not answer on {layout.socket_path}")
 
     def stop(self) -> None:
-        """Stop HAProxy first (no request reaches a stopping backend), then the backends."""
+        """Stop HAProxy first (no request reaches a stopping backend), then the backends;
+        how long each took is logged (a stop that hangs says where)."""
+        started = time.monotonic()
         if self.haproxy is not None:
             stop_group(self.haproxy, timeout_s=10.0)
             self.haproxy = None
-        for process in self.backends.values():
+            log.info("haproxy stopped", took_s=round(time.monotonic() - started, 2))
+        for region, process in self.backends.items():
+            began = time.monotonic()
             stop_group(process, timeout_s=10.0)
+            log.info("backend stopped", region=region, took_s=round(time.monotonic() - began, 2))
         self.backends.clear()
 
     def __enter__(self) -> HAProxyDataPlane:

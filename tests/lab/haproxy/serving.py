@@ -20,7 +20,7 @@ import yaml
 from orchestrator.lab.haproxy.app import create_haproxy_app
 from orchestrator.lab.haproxy.plane import HAProxyDataPlane
 from orchestrator.ports import free_port
-from orchestrator.processes import spawn
+from orchestrator.processes import spawn, stop_group
 from orchestrator.waiting import exited, http_ok, wait_until
 from tests.lab.haproxy.test_data_plane import lab_config
 
@@ -71,7 +71,16 @@ def lab_serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            process.wait(30)
+            try:
+                process.wait(30)
+            except sp.TimeoutExpired as slow:
+                # once, under a load average of 9: fail with what the lab was doing, and
+                # leave none of its processes behind
+                stop_group(process, timeout_s=5.0)
+                log.close()
+                tail = (tmp_path / "serve.log").read_text(errors="replace")[-3000:]
+                message = f"lab serve did not stop within 30 s of SIGTERM:\n{tail}"
+                raise AssertionError(message) from slow
         log.close()
 
 
