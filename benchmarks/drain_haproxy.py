@@ -41,19 +41,24 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
 Each trial's record is written to ``PATH`` with ``.trials.json`` for its suffix as soon as
 it is in, so a crash in a later trial keeps the earlier ones.
 
-Results (results/drain_haproxy.json, 3 trials, 14:42-14:57 UTC 2026-12-07, the 2-core
-machine otherwise idle: load average 2.6-4.1, most of it this benchmark's own processes;
-856 s), since kv primaries steer requests on this data plane (a kv call pays the RTT to the
-user's shard primary; ``maxconn`` covers it, the slots are held in the region backend):
-9 of 9 claims hold. Before the drain: 1,208-1,216 rps served, 0 5xx at 54-60% web
-utilization. The three paced drains (k_min 6, 5, 6) took 1.096-1.141x the shortest safe
-schedule (gate to decision 0.62-0.76 s median a step, 0.82 s worst) and completed with 0
-5xx, receivers' p99 486-499 ms (SLO 800; the kv RTT is in the region's latency now),
-utilization 0.72-0.75; restores completed. The naive drain was worse in 3 of 3: 86-1,012
-drain-caused 5xx (0.4-4.8% of its window), p99 1,009-1,161 ms, utilization 0.95-0.98.
-HAProxy 0.21-0.22 cores per 1,000 rps (0.23 during the drain); the region backends
-0.49-0.53 (0.39-0.40 before: the kv RTT's timers, the slot bookings). The gate-to-decision
-delay grew with the machine's load (0.42-0.45 s before).
+Results (results/drain_haproxy.json, 3 trials, 15:48-16:03 UTC 2026-12-07, the 2-core
+machine otherwise idle: load average 1.8-3.7, most of it this benchmark's own processes;
+854 s), since kv primaries steer requests on this data plane (a kv call pays the RTT to the
+user's shard primary; ``maxconn`` is the slots plus room for the requests in dependency
+calls at capacity, 999 times in 1,000; the slots are held in the region backend): 9 of 9
+claims hold. Before the drain: 1,198-1,218 rps served, 0 5xx at 53-61% web utilization.
+The three paced drains (k_min 5, 5, 7) took 1.091-1.108x the shortest safe schedule (gate
+to decision 0.58-0.76 s median a step, 1.01 s worst) and completed with 0 5xx, receivers'
+p99 486-493 ms (SLO 800; the kv RTT is in the region's latency now), utilization
+0.72-0.76; restores completed. The naive drain was worse in 3 of 3: p99 1,027-1,185 ms and
+utilization 0.96-0.99 in each, with 0, 159 and 235 drain-caused 5xx (the queue behind
+HAProxy is deeper now: the backend's wait for a slot is in front of ``maxqueue``). HAProxy
+0.21-0.22 cores per 1,000 rps (0.22-0.23 during the drain); the region backends 0.50-0.51
+(0.39-0.40 before: the kv RTT's timers, the slot bookings).
+A run between (14:42-14:57), with ``maxconn`` scaled by the mean hold and ``maxqueue`` the
+queue less the extra connections, met 9 of 9 too (paced 1.096-1.141x, p99 486-499 ms,
+naive 86-1,012 5xx); that sizing made the README path's small eu-west pool refuse requests
+at 80% of its capacity, hence the change.
 The run before (11:14-11:28 UTC 2026-12-07, load average 1.8-2.6, 862 s), when a region
 backend called kv in its own region: 9 of 9 claims hold. Before the drain: 1,212-1,214 rps served of 1,200 offered, 0
 5xx at 53-57% web utilization. The three paced drains (k_min 6 each at the measured loads)

@@ -1,8 +1,8 @@
 """One region's backend process: serves what HAProxy sends it, with the lab's physics.
 
-HAProxy admits the region's capacity (a server's ``maxconn`` is the pool's slots, scaled to
-include the dependency calls: :func:`~orchestrator.lab.haproxy.config.server_maxconn`), and
-the slots themselves are here, a :class:`~orchestrator.lab.slots.SlotPool` per front
+HAProxy admits the region's capacity (a server's ``maxconn`` is the pool's slots plus room
+for the requests in dependency calls: :func:`~orchestrator.lab.haproxy.config.server_maxconn`),
+and the slots themselves are here, a :class:`~orchestrator.lab.slots.SlotPool` per front
 service: a request holds one for its service time, three times longer (the lab's
 ``cold.factor``) while its bucket is new to the region, so cold requests are not served more
 at once than the pool's slots (HAProxy's connections alone would let a cold burst through
