@@ -54,7 +54,8 @@ p99 486-493 ms (SLO 800; the kv RTT is in the region's latency now), utilization
 utilization 0.96-0.99 in each, with 0, 159 and 235 drain-caused 5xx. The trial with 0 is
 the unmet claim: the queue behind HAProxy is deeper than the Python lab's now (the
 backend's wait for a slot is in front of ``maxqueue``: up to ``maxconn`` less the slots and
-the requests in calls, ~26 places a receiver here beyond its 160), so a surge can end as
+the requests in calls: 19-23 places a receiver here beyond its 160 at the warm rate,
+more while cold requests slow its slots), so a surge can end as
 latency over the SLO rather than 503s. A ``maxqueue`` less that room would restore the
 Python lab's depth; not yet run. HAProxy
 0.21-0.22 cores per 1,000 rps (0.22-0.23 during the drain); the region backends 0.50-0.51
