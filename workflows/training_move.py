@@ -3,7 +3,8 @@
 Read the cluster; if none of the job's hosts is in the avoided set there is nothing
 to do (``not_needed``). A job that has already failed there (its building lost power
 before the watch loop noticed) is the watch loop's to recover, so that the failure, its
-MTTR and its lost steps are recorded; the move waits for that recovery and looks again. Else place the job on healthy hosts outside it (the recovery's
+MTTR and its lost steps are recorded; the move waits for that recovery and looks again.
+Else place the job on healthy hosts outside it (the recovery's
 placement policy, the avoided hosts left out of the candidates, so spares come first);
 with no room the job stays where it runs (``waiting``, saying what is short). Then
 checkpoint the job on demand at its current step, restart it on the new hosts from
