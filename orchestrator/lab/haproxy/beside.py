@@ -56,6 +56,8 @@ class Beside:
         self.front = {s.name for s in config.front_services}
         #: the ``maxconn`` commands last written (None: not yet)
         self._applied: list[str] | None = None
+        #: the state file's text last written (the sampler applies every second: no read)
+        self._written: str | None = None
         # one write at a time: a write computed before a change must not land after the
         # write of that change (the sampler's and an endpoint's can overlap)
         self._writing = asyncio.Lock()
@@ -150,14 +152,12 @@ class Beside:
         if self.state_path is None:
             return
         text = json.dumps(self.state_file(), sort_keys=True)
-        try:
-            if self.state_path.read_text(encoding="utf-8") == text:
-                return
-        except OSError:
-            pass
+        if text == self._written:
+            return
         partial = self.state_path.with_suffix(".json.partial")
         partial.write_text(text, encoding="utf-8")
         os.replace(partial, self.state_path)
+        self._written = text
 
     def _slot_share(self, region: str) -> float:
         return (1 - self.state.batch_share(region)) * self.state.power_share(region)
