@@ -13,8 +13,9 @@ steers this proxy unchanged:
   goes to its routed region's server (``use-server``) with probability
   ``weight / 100`` (the server's live weight, 0 when drained: :data:`POOL_WEIGHT_LUA`); otherwise the
   backend balances it over the other servers by weight, as the Python lab forwards by
-  pool weight. The server's ``maxconn`` is the pool's slots scaled to the whole time a
-  request holds its connection (:func:`server_maxconn`), ``maxqueue`` its queue limit, and
+  pool weight. The server's ``maxconn`` is the pool's slots plus room for the requests in
+  dependency calls (:func:`server_maxconn`), ``maxqueue`` its queue limit less what the
+  backend holds in front of it (:func:`server_maxqueue`), and
   ``timeout queue`` bounds the wait: past either, HAProxy answers 503 itself.
 
 A request pays its PoP's round trip to the routed region (``pops[].rtt_ms``) in the
@@ -214,11 +215,24 @@ def server_maxconn(
 
 
 def server_maxqueue(config: LabConfig, region: str, service: str) -> int:
-    """The server's ``maxqueue``: the pool's queue. The backend's wait for a slot is in
-    front of it: under overload, up to ``maxconn`` less the slots and the requests in
-    dependency calls wait there too, so the lab's queue behind HAProxy is that much deeper
-    than the Python lab's (fewer 503s, a longer wait)."""
-    return max(1, config.region(region).services[service].queue_limit)
+    """The server's ``maxqueue``: the pool's queue, less the places the backend already
+    holds in front of it at the boot placement.
+
+    Under overload the backend's wait for a slot holds up to ``maxconn`` less the slots
+    and the requests in dependency calls, about ``quantile - mean`` of the in-call count
+    (:func:`server_maxconn`). With ``maxqueue`` = the queue, the queue behind HAProxy was
+    that much deeper than the Python lab's (19-23 places a drain_haproxy receiver), and a
+    naive drain's surge ended as latency rather than 503s. Less those places, the two
+    waits together hold the pool's queue when the in-call count is at its mean, as the
+    Python lab's queue does. Not less the whole extra room: with ``maxconn`` sized for the
+    mean only and ``maxqueue`` cut by it, eu-west's 6-slot pool kept half its queue and the
+    README path's load test stopped on its 503s. HAProxy 2.6 sets no ``maxqueue`` at run
+    time, so a later move of primaries changes the backend's share only by the change in
+    ``quantile - mean``. At least 1: ``maxqueue 0`` is HAProxy's "unlimited"."""
+    pool = config.region(region).services[service]
+    in_calls = pool.capacity_rps * dependency_ms(config, region, service) / 1000.0
+    held_in_backend = poisson_quantile(in_calls, DEPENDENCY_QUANTILE) - in_calls
+    return max(1, pool.queue_limit - round(held_in_backend))
 
 
 def poisson_quantile(mean: float, p: float) -> int:

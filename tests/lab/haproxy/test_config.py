@@ -15,6 +15,7 @@ from orchestrator.lab.haproxy.config import (
     queue_timeout_ms,
     routing_map,
     server_maxconn,
+    server_maxqueue,
 )
 from orchestrator.lab.haproxy.stats import Counters, Counts, StatsWindow, parse_servers, parse_stat
 
@@ -33,7 +34,8 @@ class TestConfig:
     """The adapter's conventions: a frontend per PoP, a backend per front service with a
     server per region whose maxconn admits the pool's slots and room for the requests
     in their dependency calls (a remote kv primary's RTT included) at the pool's capacity,
-    and whose maxqueue is the pool's queue."""
+    and whose maxqueue is the pool's queue less the places that room leaves the backend's
+    wait for a slot."""
 
     def test_every_pop_hashes_like_bucket_of_and_reads_the_map(self, tmp_path: Path) -> None:
         config = load_config(None)
@@ -50,9 +52,11 @@ class TestConfig:
         # web in eu-west: 6 slots, and room for the requests in their dependency calls at
         # its capacity (75 rps x 83.7 ms: cache 4, kv 8 and the RTT to the user's kv
         # primary, a third here, a third in us-east 75 ms away, a third in us-west 140 ms
-        # away) 999 times in 1,000: 15 of a Poisson count of mean 6.3; its queue is its own
-        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 21 maxqueue 12" in text
-        assert "server us-east 127.0.0.1:9100 weight 100 maxconn 12 maxqueue 8" in text
+        # away) 999 times in 1,000: 15 of a Poisson count of mean 6.3; its queue of 12 less
+        # the 8.7 places beyond the mean that the backend's wait for a slot holds
+        assert "server eu-west 127.0.0.1:9102 weight 100 maxconn 21 maxqueue 3" in text
+        # sessions in us-east: 4 slots, 8 of mean 2.1 in calls, a queue of 8 less 5.9
+        assert "server us-east 127.0.0.1:9100 weight 100 maxconn 12 maxqueue 2" in text
         # twice the longest web queue's drain time, every request in it cold:
         # 16 x 80 ms x 3 / 8 slots
         assert queue_timeout_ms(load_config(None), "web") == 960
@@ -68,6 +72,20 @@ class TestConfig:
                 # more than the mean (a Poisson count), and the 99.9th percentile exactly
                 assert room > in_calls
                 assert room == poisson_quantile(in_calls, 0.999)
+
+    def test_both_waits_hold_the_pools_queue_at_the_mean_in_calls(self) -> None:
+        config = load_config(None)
+        for region in config.regions:
+            for service in ("web", "sessions"):
+                pool = region.services[service]
+                in_calls = pool.capacity_rps * dependency_ms(config, region.name, service) / 1e3
+                in_backend = server_maxconn(config, region.name, service) - pool.slots - in_calls
+                in_haproxy = server_maxqueue(config, region.name, service)
+                # within a rounding, or one place over where the backend's holds them all:
+                # maxqueue is at least 1, since 0 is HAProxy's "unlimited"
+                assert abs(in_backend + in_haproxy - pool.queue_limit) <= 0.5 or (
+                    in_haproxy == 1 and pool.queue_limit - 0.5 <= in_backend < pool.queue_limit
+                )
 
     def test_poisson_quantile(self) -> None:
         # scipy.stats.poisson.ppf(0.999, mean) for these means: 4, 15, 89, 463
