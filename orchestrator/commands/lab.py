@@ -52,6 +52,7 @@ def serve(
     """Serve the fleet API, the edge data plane and (with --faults) the lab controls."""
     from orchestrator.lab.server import build_app
     from orchestrator.lab.server import serve as run
+    from orchestrator.processes import interrupt_on_signals
 
     if mode not in ("live", "model"):
         fail(f"--mode must be live or model, not {mode!r}")
@@ -76,7 +77,9 @@ def serve(
         f"lab ({chosen} mode, faults {'on' if faults else 'off'}, {auth}) on http://{host}:{port}",
         highlight=False,
     )
-    run(lab, host, port)
+    # as KeyboardInterrupt, uvicorn's re-raised SIGTERM lets serve() close the trainers
+    with interrupt_on_signals():
+        run(lab, host, port)
 
 
 def _auto_data_plane(mode: str, faults: bool) -> tuple[str, str]:
@@ -101,15 +104,13 @@ def _serve_haproxy(
     faults: bool,
 ) -> None:
     """HAProxy and a process per region, the fleet API here; all stopped on the way out."""
-    import contextlib
     import tempfile
-
-    import uvicorn
 
     from orchestrator.lab.config import load_config
     from orchestrator.lab.haproxy.app import create_haproxy_app
     from orchestrator.lab.haproxy.config import RULES
     from orchestrator.lab.haproxy.plane import HAProxyDataPlane
+    from orchestrator.lab.server import run_server
     from orchestrator.processes import interrupt_on_signals
 
     try:
@@ -136,15 +137,10 @@ def _serve_haproxy(
                 highlight=False,
             )
             # uvicorn re-raises the SIGTERM/SIGINT it stopped on; as KeyboardInterrupt
-            # here, so HAProxy and the backends are stopped before this process ends.
-            with interrupt_on_signals(), contextlib.suppress(KeyboardInterrupt):
-                uvicorn.run(
-                    create_haproxy_app(plane, token=token, faults=faults),
-                    host=host,
-                    port=port,
-                    log_level="warning",
-                    access_log=False,
-                )
+            # here, so HAProxy and the backends are stopped before this process ends,
+            # and its shutdown has a deadline, so they are stopped even if it hangs.
+            with interrupt_on_signals():
+                run_server(create_haproxy_app(plane, token=token, faults=faults), host, port)
         finally:
             plane.stop()
 

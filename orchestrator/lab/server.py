@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -13,9 +16,23 @@ from fastapi import FastAPI
 from orchestrator.lab.app import create_app
 from orchestrator.lab.config import LabConfig, load_config
 from orchestrator.lab.runtime import Mode
+from orchestrator.logging import get_logger
 from orchestrator.waiting import wait_until
 
-__all__ = ["LabThread", "build_app", "serve"]
+__all__ = [
+    "SHUTDOWN_DEADLINE_S",
+    "BoundedShutdownServer",
+    "LabThread",
+    "build_app",
+    "run_server",
+    "serve",
+]
+
+#: how long a lab's shutdown may take once asked to stop, before its data plane is stopped
+#: anyway (a lab that outlives its SIGTERM keeps its ports and its HAProxy)
+SHUTDOWN_DEADLINE_S = 15.0
+
+log = get_logger(__name__)
 
 
 def build_app(
@@ -31,10 +48,62 @@ def build_app(
     return create_app(cfg, mode=mode, faults=faults, token=token, seed=seed, clock=clock)
 
 
+class BoundedShutdownServer(uvicorn.Server):
+    """A uvicorn server whose shutdown ends within ``deadline_s`` whatever it waits on.
+
+    uvicorn waits without a bound for open connections, request tasks and the lifespan's
+    shutdown; one that never ends kept ``lab serve`` alive after its SIGTERM with its
+    HAProxy and backends, since the plane is stopped only after the server returns."""
+
+    def __init__(self, config: uvicorn.Config, deadline_s: float = SHUTDOWN_DEADLINE_S) -> None:
+        super().__init__(config)
+        self.deadline_s = deadline_s
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                await super().shutdown(sockets)
+        except TimeoutError:
+            log.error(
+                "lab.shutdown_deadline_exceeded",
+                deadline_s=self.deadline_s,
+                open_connections=len(self.server_state.connections),
+                running_tasks=len(self.server_state.tasks),
+            )
+
+
+def run_server(
+    app: FastAPI,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "warning",
+    shutdown_deadline_s: float = SHUTDOWN_DEADLINE_S,
+) -> None:
+    """Serve until SIGINT or SIGTERM, then return within ``shutdown_deadline_s``. Access
+    logs stay off: they cost more CPU than the lab. Exits with status 3 (uvicorn's) if the
+    server never started (a taken port)."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        # half the deadline for requests in flight, the rest for the lifespan's shutdown
+        timeout_graceful_shutdown=max(1, round(shutdown_deadline_s / 2)),
+    )
+    server = BoundedShutdownServer(config, shutdown_deadline_s)
+    # uvicorn raises the signal it stopped on again once stopped: that is the way out here
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        raise SystemExit(3)
+
+
 def serve(app: FastAPI, host: str, port: int, *, log_level: str = "warning") -> None:
-    """Serve until interrupted. Access logs stay off: they cost more CPU than the lab."""
+    """Serve the Python lab until interrupted."""
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        run_server(app, host, port, log_level=log_level)
     finally:
         app.state.runtime.training.close()  # no trainer process outlives its lab
 

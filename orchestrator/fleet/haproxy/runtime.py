@@ -53,8 +53,12 @@ class RuntimeApi:
         """The answer to one command line (one or more ``;``-separated commands)."""
         if "\n" in line:
             raise ValueError("a runtime API command is one line")
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the caller's
+        # cancellation when the exchange finishes at the same moment, and a sampler loop
+        # that calls this then never stops (``lab serve`` once outlived its SIGTERM).
         try:
-            return await asyncio.wait_for(self._exchange(line), self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):
+                return await self._exchange(line)
         except TimeoutError:
             raise FleetUnavailable(
                 f"HAProxy runtime API at {self.address}: no answer in {self._timeout_s} s",

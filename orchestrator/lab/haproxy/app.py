@@ -64,6 +64,8 @@ __all__ = ["create_haproxy_app"]
 _ETAG = re.compile(r'^(?:W/)?"?(\d+)"?$')
 #: how often HAProxy's counters are sampled for windowed health
 SAMPLE_EVERY_S = 1.0
+#: how long the lab's shutdown waits for the sampler to end
+SAMPLER_STOP_S = 5.0
 #: a region backend that does not answer its health read in this long is reported missing
 BACKEND_TIMEOUT_S = 1.0
 
@@ -112,13 +114,19 @@ def create_haproxy_app(
         text = await plane.fleet().runtime.command("show stat")
         counters.add(time.monotonic(), text)
 
+    stopping = asyncio.Event()
+
     async def sampler() -> None:
-        while True:
+        # stops on the event, not only on cancel: a cancel that lands as a runtime command
+        # completes can be lost (Python 3.11's wait_for), and the lab then never stopped
+        while not stopping.is_set():
             with contextlib.suppress(FleetError):
                 await sample()
                 # a building's power cut by a training fault reaches HAProxy here
                 await beside.apply(plane.fleet())
-            await asyncio.sleep(SAMPLE_EVERY_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SAMPLE_EVERY_S):
+                    await stopping.wait()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -128,10 +136,11 @@ def create_haproxy_app(
         try:
             yield
         finally:
+            stopping.set()
             training.close()  # no trainer process outlives its lab
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait neither raises the task's CancelledError nor swallows ours
+            await asyncio.wait({task}, timeout=SAMPLER_STOP_S)
 
     app = FastAPI(
         title="Orchestrator lab fleet (HAProxy data plane)", version="1", lifespan=lifespan
