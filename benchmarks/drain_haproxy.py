@@ -41,25 +41,23 @@ Measured per trial, medians and worst over ``--trials`` (default 3):
 Each trial's record is written to ``PATH`` with ``.trials.json`` for its suffix as soon as
 it is in, so a crash in a later trial keeps the earlier ones.
 
-Results (results/drain_haproxy.json, 3 trials, 15:48-16:03 UTC 2026-12-07, the 2-core
-machine otherwise idle: load average 1.8-3.7, most of it this benchmark's own processes;
-854 s), since kv primaries steer requests on this data plane (a kv call pays the RTT to the
-user's shard primary; ``maxconn`` is the slots plus room for the requests in dependency
-calls at capacity, 999 times in 1,000; the slots are held in the region backend): 8 of 9
-claims hold; the naive drain's 5xx rate above the paced one's in every trial does not. Before the drain: 1,198-1,218 rps served, 0 5xx at 53-61% web utilization.
-The three paced drains (k_min 5, 5, 7) took 1.091-1.108x the shortest safe schedule (gate
-to decision 0.58-0.76 s median a step, 1.01 s worst) and completed with 0 5xx, receivers'
-p99 486-493 ms (SLO 800; the kv RTT is in the region's latency now), utilization
-0.72-0.76; restores completed. The naive drain was worse in 3 of 3: p99 1,027-1,185 ms and
-utilization 0.96-0.99 in each, with 0, 159 and 235 drain-caused 5xx. The trial with 0 is
-the unmet claim: the queue behind HAProxy is deeper than the Python lab's now (the
-backend's wait for a slot is in front of ``maxqueue``: up to ``maxconn`` less the slots and
-the requests in calls: 19-23 places a receiver here beyond its 160 at the warm rate,
-more while cold requests slow its slots), so a surge can end as
-latency over the SLO rather than 503s. A ``maxqueue`` less that room would restore the
-Python lab's depth; not yet run. HAProxy
-0.21-0.22 cores per 1,000 rps (0.22-0.23 during the drain); the region backends 0.50-0.51
-(0.39-0.40 before: the kv RTT's timers, the slot bookings).
+Results (results/drain_haproxy.json, 3 trials, 17:47-18:03 UTC 2026-12-07, the 2-core
+machine otherwise idle; 846 s), with ``maxqueue`` the pool's queue less the places the
+backend's wait for a slot holds at the mean in-call count (``server_maxqueue``): 9 of 9
+claims hold. Before the drain: 1,213-1,216 rps served, 0 5xx at 52-56% web utilization.
+The three paced drains took 1.068-1.109x the shortest safe schedule (gate to decision
+0.53-0.67 s median a step, 0.71 s worst) and completed with 0 5xx, receivers' p99
+487-545 ms (SLO 800), utilization 0.74-0.77; restores completed. The naive drain was
+worse in 3 of 3: p99 1,065-1,272 ms, utilization 0.96-0.99, and 135, 5 and 19
+drain-caused 5xx (0.66%, 0.024%, 0.095% of its window): above the paced drain's 0 in
+every trial, by 5 requests in the narrowest. HAProxy 0.20-0.22 cores per 1,000 rps
+(0.21-0.23 during the drain); the region backends ~0.46.
+The run before (15:48-16:03), with ``maxqueue`` the whole queue: 8 of 9. Paced
+1.091-1.108x, 0 drain-caused 5xx, p99 486-493 ms, utilization 0.72-0.76; the naive drain
+worse in 3 of 3 by p99 (1,027-1,185 ms) but with 0, 159 and 235 drain-caused 5xx: the
+backend's wait for a slot, in front of ``maxqueue``, made the queue behind HAProxy 19-23
+places a receiver deeper than the Python lab's 160, so one surge ended as latency over
+the SLO rather than 503s.
 A run between (14:42-14:57), with ``maxconn`` scaled by the mean hold and ``maxqueue`` the
 queue less the extra connections, met 9 of 9 too (paced 1.096-1.141x, p99 486-499 ms,
 naive 86-1,012 5xx); that sizing made the README path's small eu-west pool refuse requests
