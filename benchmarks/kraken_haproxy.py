@@ -21,12 +21,14 @@ against the table before it.
 
     python benchmarks/kraken_haproxy.py [--trials N] [--out PATH]   (~1.5 min/trial)
 
-Results (results/kraken_haproxy.json, 3 trials, 16:11-16:15 UTC 2026-12-07, the 2-core
-machine otherwise idle), since the region backends hold the pools' slots (this lab has no
-kv, so no RTT): all 5 claims hold. The adaptive estimate was 0.6, 0.7 and 0.6% from the
-truth (844-855 rps) in 2 steps each, no window at NOMORE; the fixed policy 0.2, 0.4 and
-0.2% in 5 steps each, one NOMORE window each; 99.4-100.7% of the offered rate answered 2xx;
-routing identical after each test. A run between (15:05-15:09): 0.03-0.5% in 2 steps.
+Results (results/kraken_haproxy.json, 3 trials, 18:04-18:08 UTC 2026-12-07, the 2-core
+machine otherwise idle, 259 s), with ``maxqueue`` the pool's queue less the places the
+backend's wait for a slot holds (this lab has no kv, so no RTT): all 5 claims hold. The
+adaptive estimate was 0.4, 1.3 and 0.04% from the truth (844-855 rps) in 2 steps each, no
+window at NOMORE; the fixed policy 0.2-0.24% in 5 steps each, one NOMORE window each;
+99.1-100.8% of the offered rate answered 2xx; routing identical after each test.
+The run before (16:11-16:15), with the slots held in the backends: 0.6, 0.7 and 0.6% in 2
+steps each; a run between (15:05-15:09): 0.03-0.5% in 2 steps.
 The run before (09:50-09:55 UTC 2026-12-06): all 5 claims hold. The adaptive policy's estimate was 0.3, 0.6
 and 0.3% from the truth (844-855 rps; bottleneck utilization each time) in 2 steps, with
 no window at NOMORE; Kraken's fixed policy 0.3, 0.6 and 0.2% in 6, 5 and 5 steps, one

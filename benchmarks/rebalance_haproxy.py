@@ -30,16 +30,17 @@ after settling.
 
     python benchmarks/rebalance_haproxy.py [--trials N] [--out PATH]   (~2.5 min/trial)
 
-Results (results/rebalance_haproxy.json, 3 trials, 16:03-16:11 UTC 2026-12-07, the 2-core
-machine otherwise idle, load average 2.1-3.2, most of it this benchmark's own processes),
-since kv primaries steer requests on this data plane (a kv call pays the RTT to the user's
-shard primary; ``maxconn`` is the slots plus room for the requests in dependency calls at
-capacity; the slots are held in the region backend): all 5 claims hold. 1,202-1,207 rps
-served. The shift raised the spread to 20-22%; it was under 3% after 4, 7 and 4 epochs,
-with a median of 2.2, 1.5 and 2.3% from then on. 0 5xx in every period of every trial; 13
-tables published and the map's version rose by 13 each time. HAProxy 0.21-0.22 cores per
-1,000 rps. A run between (14:57-15:05), with ``maxconn`` scaled by the mean hold: all 5
-claims hold, under 3% after 8, 7 and 7 epochs (the target's limit is 8).
+Results (results/rebalance_haproxy.json, 3 trials, 18:08-18:16 UTC 2026-12-07, the 2-core
+machine otherwise idle; 450 s), with kv primaries steering requests (a kv call pays the RTT
+to the user's shard primary; ``maxconn`` is the slots plus room for the requests in
+dependency calls at capacity, ``maxqueue`` the queue less the places the backend's wait for
+a slot holds; the slots are held in the region backend): all 5 claims hold. 1,206-1,207 rps
+served. The shift raised the spread to 21-22%; it was under 3% after 4, 7 and 7 epochs,
+with a median of 2.4, 1.8 and 1.4% from then on. 0 5xx in every period of every trial; no
+routing write applied twice. HAProxy 0.20-0.21 cores per 1,000 rps.
+The run before (16:03-16:11), with ``maxqueue`` the whole queue: all 5, under 3% after 4,
+7 and 4 epochs, median 1.5-2.3%. A run between (14:57-15:05), with ``maxconn`` scaled by the
+mean hold: all 5, under 3% after 8, 7 and 7 epochs (the target's limit is 8).
 The run before (09:19-09:26 UTC 2026-12-06, load average 2.6-3.2), when a region backend
 called kv in its own region: all 5 claims hold. 1,206-1,207 rps served of 1,200 offered. The shift raised the spread
 the rebalancer read to 20-22%; it was under 3% after 7, 4 and 4 epochs, with a median of
