@@ -184,6 +184,15 @@ def dependency_ms(
     return total
 
 
+def _mean_in_calls(
+    config: LabConfig, region: str, service: str, primaries: Mapping[str, str] | None = None
+) -> float:
+    """How many of the pool's requests are in dependency calls at once, on average, when
+    it serves its capacity (Little's law: capacity x dependency time)."""
+    pool = config.region(region).services[service]
+    return pool.capacity_rps * dependency_ms(config, region, service, primaries) / 1000.0
+
+
 #: maxconn leaves room for the connections in dependency calls at full capacity this often
 DEPENDENCY_QUANTILE = 0.999
 
@@ -210,7 +219,7 @@ def server_maxconn(
     now (a move of primaries changes the RTT a request pays).
     """
     pool = config.region(region).services[service]
-    in_calls = pool.capacity_rps * dependency_ms(config, region, service, primaries) / 1000.0
+    in_calls = _mean_in_calls(config, region, service, primaries)
     return pool.slots + poisson_quantile(in_calls, DEPENDENCY_QUANTILE)
 
 
@@ -230,7 +239,7 @@ def server_maxqueue(config: LabConfig, region: str, service: str) -> int:
     time, so a later move of primaries changes the backend's share only by the change in
     ``quantile - mean``. At least 1: ``maxqueue 0`` is HAProxy's "unlimited"."""
     pool = config.region(region).services[service]
-    in_calls = pool.capacity_rps * dependency_ms(config, region, service) / 1000.0
+    in_calls = _mean_in_calls(config, region, service)
     held_in_backend = poisson_quantile(in_calls, DEPENDENCY_QUANTILE) - in_calls
     return max(1, pool.queue_limit - round(held_in_backend))
 
